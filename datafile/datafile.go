@@ -1,0 +1,131 @@
+// Package datafile defines bloatbench's data file: the contract between running a
+// test and reporting on it.
+//
+// A data file is a sequence of gzip members, each holding whole lines of JSON (one
+// record a line). The writer closes a member at every flush, so a controller that dies
+// leaves a file whose complete members are readable; the reader takes every record
+// up to the first damage and marks the run incomplete. `zcat FILE` shows the records.
+package datafile
+
+import "time"
+
+// Format and Version identify the file; Version changes whenever a reader of an older
+// version could misread a newer file.
+const (
+	Format  = "bloatbench-data"
+	Version = 1
+)
+
+// Record types, the "type" key of every line.
+const (
+	TypeHeader  = "header"
+	TypeSeries  = "series"
+	TypeSamples = "samples"
+	TypeEvent   = "event"
+	TypeEnd     = "end"
+)
+
+// Series kinds.
+const (
+	KindTCP  = "tcp"
+	KindPing = "ping"
+)
+
+// Metadata describes one run. Times are Unix seconds on the controller's clock.
+type Metadata struct {
+	Test        string            `json:"test"`
+	Title       string            `json:"title"`
+	Parameters  map[string]string `json:"parameters"`
+	StartTime   time.Time         `json:"start_time"`
+	T0          float64           `json:"t0"`
+	Length      float64           `json:"length"`
+	Delay       float64           `json:"delay"`
+	Step        float64           `json:"step"`
+	TotalLength float64           `json:"total_length"`
+	Hosts       []Host            `json:"hosts"`
+	ToolVersion string            `json:"tool_version"`
+	CommandLine []string          `json:"command_line"`
+}
+
+// Host is one endpoint as the run saw it.
+type Host struct {
+	Role     string `json:"role"` // "client" or "server"
+	Name     string `json:"name"` // the inventory's host name
+	SSH      string `json:"ssh"`
+	TestIP   string `json:"test_ip"`
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	// ClockOffset is the agent's clock minus the controller's, in seconds, as
+	// estimated at start; sample times in the file are already corrected by it.
+	ClockOffset float64 `json:"clock_offset"`
+	// ClockRTT is the round trip of the best offset probe: the offset's uncertainty.
+	ClockRTT float64 `json:"clock_rtt"`
+}
+
+// Series declares one stream of samples.
+type Series struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Units     string `json:"units"`
+	Host      string `json:"host"` // the role of the host that measured it
+	Direction string `json:"direction,omitempty"`
+	Flow      int    `json:"flow,omitempty"`
+	CC        string `json:"cc,omitempty"`
+	Target    string `json:"target,omitempty"`
+}
+
+// Sample is one measurement. T is when it was taken (the end of the interval for
+// throughput, the arrival of the reply for ping). V is the value in the series'
+// units; the raw facts it came from are kept beside it.
+type Sample struct {
+	T     float64 `json:"t"`
+	V     float64 `json:"v"`
+	Dur   float64 `json:"dur,omitempty"`   // tcp: length of the interval, seconds
+	Bytes int64   `json:"bytes,omitempty"` // tcp: payload bytes received in the interval
+	Seq   int     `json:"seq,omitempty"`   // ping: ICMP sequence number
+	Lost  bool    `json:"lost,omitempty"`  // ping: no reply came; V is meaningless
+}
+
+// Event is something worth knowing that is not a sample: a warning, a host's error.
+type Event struct {
+	T       float64 `json:"t"`
+	Host    string  `json:"host,omitempty"`
+	Level   string  `json:"level"`
+	Message string  `json:"message"`
+}
+
+// End closes a run. A file without it, or with Complete false, is incomplete.
+type End struct {
+	T        float64 `json:"t"`
+	Complete bool    `json:"complete"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// Record is one line of the file.
+type Record struct {
+	Type     string    `json:"type"`
+	Format   string    `json:"format,omitempty"`
+	Version  int       `json:"version,omitempty"`
+	Metadata *Metadata `json:"metadata,omitempty"`
+	Series   *Series   `json:"series,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Samples  []Sample  `json:"samples,omitempty"`
+	Event    *Event    `json:"event,omitempty"`
+	End      *End      `json:"end,omitempty"`
+}
+
+// Run is a data file read back.
+type Run struct {
+	Path     string
+	Metadata Metadata
+	Series   []Series
+	Samples  map[string][]Sample
+	Events   []Event
+	// Incomplete is true when the run did not end cleanly or the file is damaged;
+	// Error says why.
+	Incomplete bool
+	Error      string
+}
+
+// Unix converts a time to the file's float seconds.
+func Unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -1,0 +1,138 @@
+package datafile
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testMeta() Metadata {
+	return Metadata{Test: "tcp_4down", Title: "t", T0: 1000, Length: 10, Delay: 2, Step: 0.2, TotalLength: 14,
+		StartTime: time.Unix(1000, 0).UTC(), Parameters: map[string]string{"download_streams": "4"}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	w, path, err := CreateIn(dir, "tcp_4down", "MQ + FQ_CODEL", time.Unix(1000, 0).UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := filepath.Base(path); got != "tcp_4down-1970-01-01T001640.MQ_FQ_CODEL"+Ext {
+		t.Errorf("file name %q", got)
+	}
+	must(t, w.Header(testMeta()))
+	must(t, w.AddSeries(Series{Name: "TCP download::1", Kind: KindTCP, Units: "Mbits/s"}))
+	must(t, w.Append("TCP download::1", []Sample{{T: 1002.2, V: 8, Dur: 0.2, Bytes: 200000}}))
+	must(t, w.Append("TCP download::1", []Sample{{T: 1002.4, V: 9, Dur: 0.2, Bytes: 225000}}))
+	must(t, w.Event(Event{T: 1003, Host: "server", Level: "warning", Message: "hi"}))
+	must(t, w.Close(nil))
+
+	run, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Incomplete || run.Error != "" {
+		t.Errorf("complete run read as incomplete: %q", run.Error)
+	}
+	if run.Metadata.Parameters["download_streams"] != "4" || run.Metadata.Test != "tcp_4down" {
+		t.Errorf("metadata %+v", run.Metadata)
+	}
+	if got := run.Samples["TCP download::1"]; len(got) != 2 || got[1].Bytes != 225000 {
+		t.Errorf("samples %+v", got)
+	}
+	if len(run.Series) != 1 || len(run.Events) != 1 {
+		t.Errorf("series %v events %v", run.Series, run.Events)
+	}
+
+	// The same name again gets a counter, never overwriting.
+	w2, path2, err := CreateIn(dir, "tcp_4down", "MQ + FQ_CODEL", time.Unix(1000, 0).UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Close(nil)
+	if path2 == path || !strings.HasSuffix(path2, "-1"+Ext) {
+		t.Errorf("second file %q", path2)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run whose controller died: every flushed member is readable, the cut-off tail
+// is not, and the run is incomplete.
+func TestTruncatedFileKeepsFlushedData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x"+Ext)
+	w, err := Create(path)
+	must(t, err)
+	must(t, w.Header(testMeta()))
+	must(t, w.AddSeries(Series{Name: "Ping (ms) ICMP", Kind: KindPing, Units: "ms"}))
+	must(t, w.Append("Ping (ms) ICMP", []Sample{{T: 1001, V: 1.5}}))
+	must(t, w.Flush())
+	must(t, w.Append("Ping (ms) ICMP", []Sample{{T: 1002, V: 2.5}}))
+	must(t, w.Flush())
+	full, err := os.ReadFile(path)
+	must(t, err)
+	// Cut into the second member.
+	for _, cut := range []int{len(full) - 5, len(full) - 20} {
+		run, err := Decode(bytes.NewReader(full[:cut]))
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		if !run.Incomplete {
+			t.Errorf("cut at %d: not marked incomplete", cut)
+		}
+		if n := len(run.Samples["Ping (ms) ICMP"]); n < 1 {
+			t.Errorf("cut at %d: lost the flushed sample", cut)
+		}
+	}
+	// Whole but without an end record: incomplete too.
+	run, err := Decode(bytes.NewReader(full))
+	must(t, err)
+	if !run.Incomplete || len(run.Samples["Ping (ms) ICMP"]) != 2 {
+		t.Errorf("unterminated run: incomplete=%v samples=%d", run.Incomplete, len(run.Samples["Ping (ms) ICMP"]))
+	}
+}
+
+func TestCloseWithErrorMarksIncomplete(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x"+Ext)
+	w, err := Create(path)
+	must(t, err)
+	must(t, w.Header(testMeta()))
+	must(t, w.Close(errors.New("agent on host server exited")))
+	run, err := Read(path)
+	must(t, err)
+	if !run.Incomplete || !strings.Contains(run.Error, "agent on host server") {
+		t.Errorf("incomplete=%v error=%q", run.Incomplete, run.Error)
+	}
+}
+
+func TestReadRejectsForeignFiles(t *testing.T) {
+	cases := map[string][]byte{
+		"not gzip":   []byte("hello"),
+		"not ours":   gz(`{"version":4,"metadata":{}}` + "\n"),
+		"too new":    gz(`{"type":"header","format":"bloatbench-data","version":99,"metadata":{}}` + "\n"),
+		"empty gzip": gz(""),
+	}
+	for name, data := range cases {
+		if _, err := Decode(bytes.NewReader(data)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func gz(s string) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.Bytes()
+}

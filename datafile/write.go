@@ -1,0 +1,168 @@
+package datafile
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// flushEvery bounds what a controller killed mid-run can lose.
+const flushEvery = time.Second
+
+// Writer appends records to a data file as a run goes. It is safe for concurrent use.
+type Writer struct {
+	mu        sync.Mutex
+	f         *os.File
+	gz        *gzip.Writer
+	buf       bytes.Buffer
+	lastFlush time.Time
+	closed    bool
+	err       error
+}
+
+// Create makes a new data file at path; it never overwrites one.
+func Create(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create data file: %w", err)
+	}
+	return &Writer{f: f, gz: gzip.NewWriter(f), lastFlush: time.Now()}, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9.-]+`)
+
+// CreateIn makes a new data file in dir named after the test, the start time and
+// the title, adding a counter when that name is taken.
+func CreateIn(dir, test, title string, start time.Time) (*Writer, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("create output directory: %w", err)
+	}
+	base := test + "-" + start.Format("2006-01-02T150405")
+	if t := strings.Trim(unsafeName.ReplaceAllString(title, "_"), "_"); t != "" {
+		base += "." + t
+	}
+	for i := 0; i < 1000; i++ {
+		name := base
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		path := filepath.Join(dir, name+Ext)
+		w, err := Create(path)
+		if err == nil {
+			return w, path, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, "", err
+		}
+	}
+	return nil, "", fmt.Errorf("create data file in %s: too many files named %s", dir, base)
+}
+
+// Ext is the data file's name ending.
+const Ext = ".bb.json.gz"
+
+// Header writes the first record. It is flushed at once so that even a run that
+// dies in its first second leaves a readable file.
+func (w *Writer) Header(m Metadata) error {
+	if err := w.write(Record{Type: TypeHeader, Format: Format, Version: Version, Metadata: &m}); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// AddSeries declares a series before its samples.
+func (w *Writer) AddSeries(s Series) error {
+	return w.write(Record{Type: TypeSeries, Series: &s})
+}
+
+// Append records samples of a series.
+func (w *Writer) Append(series string, samples []Sample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	return w.write(Record{Type: TypeSamples, Name: series, Samples: samples})
+}
+
+// Event records a note.
+func (w *Writer) Event(e Event) error { return w.write(Record{Type: TypeEvent, Event: &e}) }
+
+func (w *Writer) write(r Record) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode %s record: %w", r.Type, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("data file %s: write after close", w.f.Name())
+	}
+	if w.err != nil {
+		return w.err
+	}
+	w.buf.Write(line)
+	w.buf.WriteByte('\n')
+	if time.Since(w.lastFlush) >= flushEvery {
+		return w.flushLocked()
+	}
+	return nil
+}
+
+// Flush ends the current gzip member and writes it out.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushLocked()
+}
+
+func (w *Writer) flushLocked() error {
+	w.lastFlush = time.Now()
+	if w.err != nil || w.buf.Len() == 0 {
+		return w.err
+	}
+	if _, err := w.gz.Write(w.buf.Bytes()); err != nil {
+		w.err = fmt.Errorf("write data file %s: %w", w.f.Name(), err)
+		return w.err
+	}
+	w.buf.Reset()
+	if err := w.gz.Close(); err != nil {
+		w.err = fmt.Errorf("write data file %s: %w", w.f.Name(), err)
+		return w.err
+	}
+	w.gz.Reset(w.f)
+	return nil
+}
+
+// Close writes the end record (complete when runErr is nil) and closes the file.
+func (w *Writer) Close(runErr error) error {
+	end := End{T: Unix(time.Now()), Complete: runErr == nil}
+	if runErr != nil {
+		end.Error = runErr.Error()
+	}
+	werr := w.write(Record{Type: TypeEnd, End: &end})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	ferr := w.flushLocked()
+	w.closed = true
+	cerr := w.f.Close()
+	for _, e := range []error{werr, ferr, cerr} {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Path is where the file is.
+func (w *Writer) Path() string { return w.f.Name() }

@@ -1,0 +1,159 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Formats a summary can be written in.
+var Formats = []string{"text", "json", "markdown", "csv"}
+
+// Write writes summaries in the named format.
+func Write(w io.Writer, format string, sums []Summary) error {
+	switch format {
+	case "text", "":
+		for i, s := range sums {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := WriteText(w, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "json":
+		return WriteJSON(w, sums)
+	case "markdown", "md":
+		for i, s := range sums {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := WriteMarkdown(w, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "csv":
+		return WriteCSV(w, sums)
+	}
+	return fmt.Errorf("unknown format %q: use one of %s", format, strings.Join(Formats, ", "))
+}
+
+// heading is the table's first line, flent's words.
+func heading(s Summary) string {
+	h := fmt.Sprintf("Summary of %s run '%s'", s.Test, s.Title)
+	if s.Time != "" {
+		h += fmt.Sprintf(" (at %s)", s.Time)
+	}
+	return h + ":"
+}
+
+func num(x float64) string {
+	if math.IsNaN(x) {
+		return "N/A"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// WriteText writes the summary in the layout of flent's text summary, the one kernel
+// patch cover letters carry: names padded to the longest, two-decimal avg and median,
+// units, and the number of data points.
+func WriteText(w io.Writer, s Summary) error {
+	var b strings.Builder
+	b.WriteString(heading(s) + "\n")
+	if s.Incomplete {
+		fmt.Fprintf(&b, " INCOMPLETE: %s\n", s.Error)
+	}
+	width := 0
+	for _, r := range s.Rows {
+		width = max(width, len(r.Name))
+	}
+	fmt.Fprintf(&b, "%s%s       median       # data pts\n", strings.Repeat(" ", width+11), "avg")
+	for _, r := range s.Rows {
+		fmt.Fprintf(&b, " %-*s : %10s %12s %-7s%8d\n", width, r.Name, num(r.Avg), num(r.Median), r.Units, r.Points)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMarkdown writes the summary as a markdown table.
+func WriteMarkdown(w io.Writer, s Summary) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s**\n\n", heading(s))
+	if s.Incomplete {
+		fmt.Fprintf(&b, "_Incomplete: %s_\n\n", s.Error)
+	}
+	b.WriteString("| series | avg | median | units | # data pts |\n|---|---:|---:|---|---:|\n")
+	for _, r := range s.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d |\n", strings.ReplaceAll(r.Name, "|", `\|`), num(r.Avg), num(r.Median), r.Units, r.Points)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteCSV writes one line per row of every summary, with the run in front.
+func WriteCSV(w io.Writer, sums []Summary) error {
+	c := csv.NewWriter(w)
+	c.Write([]string{"test", "title", "time", "incomplete", "series", "avg", "median", "units", "points"})
+	for _, s := range sums {
+		for _, r := range s.Rows {
+			c.Write([]string{s.Test, s.Title, s.Time, fmt.Sprint(s.Incomplete), r.Name,
+				csvNum(r.Avg), csvNum(r.Median), r.Units, fmt.Sprint(r.Points)})
+		}
+	}
+	c.Flush()
+	return c.Error()
+}
+
+func csvNum(x float64) string {
+	if math.IsNaN(x) {
+		return ""
+	}
+	return fmt.Sprintf("%.6g", x)
+}
+
+type jsonRow struct {
+	Name   string   `json:"name"`
+	Avg    *float64 `json:"avg"`
+	Median *float64 `json:"median"`
+	Points int      `json:"points"`
+	Units  string   `json:"units"`
+}
+
+type jsonRun struct {
+	Test       string    `json:"test"`
+	Title      string    `json:"title"`
+	Time       string    `json:"time"`
+	File       string    `json:"file,omitempty"`
+	Incomplete bool      `json:"incomplete"`
+	Error      string    `json:"error,omitempty"`
+	Rows       []jsonRow `json:"rows"`
+}
+
+// WriteJSON writes {"runs":[...]}; a value with no data points is null.
+func WriteJSON(w io.Writer, sums []Summary) error {
+	out := struct {
+		Runs []jsonRun `json:"runs"`
+	}{Runs: []jsonRun{}}
+	for _, s := range sums {
+		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.Time, File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}}
+		for _, r := range s.Rows {
+			jr.Rows = append(jr.Rows, jsonRow{Name: r.Name, Avg: ptr(r.Avg), Median: ptr(r.Median), Points: r.Points, Units: r.Units})
+		}
+		out.Runs = append(out.Runs, jr)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func ptr(x float64) *float64 {
+	if math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}

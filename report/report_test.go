@@ -1,0 +1,186 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func TestStats(t *testing.T) {
+	cases := []struct {
+		name             string
+		xs               []float64
+		mean, median, p9 float64
+	}{
+		{"empty", nil, math.NaN(), math.NaN(), math.NaN()},
+		{"one", []float64{3}, 3, 3, 3},
+		{"odd", []float64{5, 1, 3}, 3, 3, 4.6},
+		{"even", []float64{4, 1, 3, 2}, 2.5, 2.5, 3.7},
+		{"repeated", []float64{2, 2, 2, 9}, 3.75, 2, 6.9},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, chk := range []struct {
+				what      string
+				got, want float64
+			}{{"mean", Mean(c.xs), c.mean}, {"median", Median(c.xs), c.median}, {"p90", Percentile(c.xs, 90), c.p9}} {
+				if !(math.IsNaN(chk.want) && math.IsNaN(chk.got)) && math.Abs(chk.got-chk.want) > 1e-9 {
+					t.Errorf("%s = %v, want %v", chk.what, chk.got, chk.want)
+				}
+			}
+		})
+	}
+	if xs := []float64{3, 1, 2}; Median(xs) != 2 || xs[0] != 3 {
+		t.Errorf("Median must not reorder its input: %v", xs)
+	}
+}
+
+func TestAlignIntervals(t *testing.T) {
+	g := Grid{T0: 100, Step: 1, N: 6}
+	s := []datafile.Sample{
+		{T: 102.5, Dur: 1, V: 2},   // covers (101.5, 102.5]: point 102
+		{T: 101.5, Dur: 1, V: 1},   // out of order on purpose: covers 101
+		{T: 103.5, Dur: 1, V: 3},   // covers 103
+		{T: 105.0, Dur: 0.5, V: 5}, // covers (104.5, 105]: 105 (its end is inclusive)
+	}
+	got := AlignIntervals(g, s)
+	want := []float64{math.NaN(), 1, 2, 3, math.NaN(), 5}
+	for k := range want {
+		if !(math.IsNaN(want[k]) && math.IsNaN(got[k])) && got[k] != want[k] {
+			t.Errorf("point %d = %v, want %v (all %v)", k, got[k], want[k], got)
+		}
+	}
+}
+
+func TestNaturalOrder(t *testing.T) {
+	in := []string{"TCP download::10", "TCP download::2", "TCP download sum", "Ping (ms) ICMP idle",
+		"TCP download avg", "Ping (ms) ICMP", "TCP download::1", "TCP upload::1"}
+	want := []string{"Ping (ms) ICMP", "Ping (ms) ICMP idle", "TCP download avg", "TCP download sum",
+		"TCP download::1", "TCP download::2", "TCP download::10", "TCP upload::1"}
+	rows := make([]Row, len(in))
+	for i, n := range in {
+		rows[i].Name = n
+	}
+	sortRows(rows)
+	for i := range want {
+		if rows[i].Name != want[i] {
+			t.Fatalf("order %v", rows)
+		}
+	}
+}
+
+// syntheticRun is a tcp_4down-like run with known values: idle ping 0.1 ms, loaded
+// ping 20..24.8 ms, lead-out 0.5 ms; flow f carries 23+f Mbit/s with a dip.
+func syntheticRun(flows int, incomplete bool) *datafile.Run {
+	start := time.Date(2026, 11, 29, 18, 41, 47, 0, time.UTC)
+	t0 := datafile.Unix(start)
+	m := datafile.Metadata{Test: "tcp_4down", Title: "MQ + PFIFO", StartTime: start, T0: t0,
+		Length: 10, Delay: 2, Step: 0.2, TotalLength: 14, Parameters: map[string]string{"download_streams": "4"}}
+	run := &datafile.Run{Metadata: m, Samples: map[string][]datafile.Sample{}, Path: "x.bb.json.gz"}
+	ping := datafile.Series{Name: "Ping (ms) ICMP", Kind: datafile.KindPing, Units: "ms", Host: "client"}
+	run.Series = append(run.Series, ping)
+	for k := 0; k <= 70; k++ {
+		tt := t0 + float64(k)*0.2 + 0.001
+		v := 0.1
+		switch {
+		case tt > t0+12:
+			v = 0.5
+		case tt >= t0+2:
+			v = 20 + float64(k%25)*0.2
+		}
+		smp := datafile.Sample{T: tt, V: v, Seq: k}
+		if k == 30 {
+			smp.Lost = true
+		}
+		run.Samples[ping.Name] = append(run.Samples[ping.Name], smp)
+	}
+	for f := 1; f <= flows; f++ {
+		se := datafile.Series{Name: "TCP download::" + itoa(f), Kind: datafile.KindTCP, Units: "Mbits/s", Host: "client", Direction: "download", Flow: f}
+		run.Series = append(run.Series, se)
+		for k := 1; k <= 50; k++ {
+			end := t0 + 2 + float64(k)*0.2 + 0.013
+			v := 23 + float64(f)
+			if k == 1 {
+				v = 5 // slow start
+			}
+			run.Samples[se.Name] = append(run.Samples[se.Name], datafile.Sample{T: end, Dur: 0.2, V: v, Bytes: int64(v * 0.2 * 1e6 / 8)})
+		}
+	}
+	if incomplete {
+		run.Incomplete = true
+		run.Error = "agent on host server (root@198.19.0.6): connection lost"
+	}
+	return run
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestSummaryGolden(t *testing.T) {
+	sums := []Summary{Summarize(syntheticRun(4, false)), Summarize(syntheticRun(1, true))}
+	for _, format := range Formats {
+		t.Run(format, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := Write(&b, format, sums); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "summary."+format, b.Bytes())
+		})
+	}
+}
+
+func TestSummaryValues(t *testing.T) {
+	s := Summarize(syntheticRun(4, false))
+	byName := map[string]Row{}
+	for _, r := range s.Rows {
+		byName[r.Name] = r
+	}
+	check := func(name string, avg, median float64, points int) {
+		t.Helper()
+		r, ok := byName[name]
+		if !ok {
+			t.Fatalf("no row %q in %v", name, s.Rows)
+		}
+		if math.Abs(r.Avg-avg) > 1e-6 || math.Abs(r.Median-median) > 1e-6 || r.Points != points {
+			t.Errorf("%s = avg %v median %v points %d, want %v %v %d", name, r.Avg, r.Median, r.Points, avg, median, points)
+		}
+	}
+	check("Ping (ms) ICMP idle", 0.1, 0.1, 10)
+	// 50 loaded replies, one lost.
+	if r := byName["Ping (ms) ICMP"]; r.Points != 49 {
+		t.Errorf("loaded ping points %d, want 49", r.Points)
+	}
+	// 50 intervals on the grid: the first at 5 Mbit/s, then 49 at 23+f.
+	check("TCP download::1", (5+49*24.0)/50, 24, 50)
+	check("TCP download sum", (20+49*(24+25+26+27.0))/50, 102, 50)
+	check("TCP download avg", (5+49*25.5)/50, 25.5, 50)
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file (go test ./report -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
