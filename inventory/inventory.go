@@ -1,0 +1,345 @@
+// Package inventory reads hosts.yaml: which endpoints a run uses, how to reach them
+// over SSH, their addresses on the test network, and the bottleneck devices.
+//
+// Reading is strict: an unknown key, a missing host, a bad address or duration is an
+// error that names the file, the line and the key, and says what to write instead.
+package inventory
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Inventory is a parsed hosts.yaml.
+type Inventory struct {
+	Path       string           `yaml:"-"`
+	Hosts      map[string]*Host `yaml:"hosts"`
+	Client     string           `yaml:"client"`
+	Server     string           `yaml:"server"`
+	Bottleneck []Bottleneck     `yaml:"bottleneck"`
+	// Testbed names the local lab this inventory was written for, so that
+	// `testbed down -H FILE` knows what to remove.
+	Testbed string `yaml:"testbed,omitempty"`
+}
+
+// Host is one endpoint.
+type Host struct {
+	Name string `yaml:"-"`
+	// SSH is [user@]host[:port], or an alias from ~/.ssh/config.
+	SSH    string `yaml:"ssh"`
+	TestIP string `yaml:"test_ip"`
+	// IdentityFile and KnownHosts add to (and come before) what ~/.ssh/config gives.
+	IdentityFile string `yaml:"identity_file,omitempty"`
+	KnownHosts   string `yaml:"known_hosts,omitempty"`
+	// AgentPath is a bloatbench binary already on the host, for endpoints whose OS or
+	// architecture differs from the controller's.
+	AgentPath      string   `yaml:"agent_path,omitempty"`
+	ConnectTimeout Duration `yaml:"connect_timeout,omitempty"`
+	CommandTimeout Duration `yaml:"command_timeout,omitempty"`
+}
+
+// Bottleneck is a device whose egress queue a setup configures.
+type Bottleneck struct {
+	Host string `yaml:"host"`
+	Dev  string `yaml:"dev"`
+}
+
+// Duration is a time.Duration written as Go writes it ("10s", "1m30s").
+type Duration time.Duration
+
+// UnmarshalYAML parses "10s"-style durations.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v <= 0 {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration: write it like 10s or 1m30s", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration back as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Or returns d, or def when d is unset.
+func (d Duration) Or(def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+// Error is an inventory problem at a place in the file.
+type Error struct {
+	Path string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	loc := e.Path
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+	}
+	if e.Key != "" {
+		return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", loc, e.Msg)
+}
+
+// Load reads and checks an inventory file.
+func Load(path string) (*Inventory, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read inventory: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse checks an inventory's bytes; path names it in errors and anchors relative paths.
+func Parse(path string, data []byte) (*Inventory, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(path, err, nil)
+	}
+	lines := map[string]int{}
+	indexLines(&root, "", lines)
+	var inv Inventory
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&inv); err != nil {
+		return nil, yamlError(path, err, lines)
+	}
+	inv.Path = path
+	if err := inv.check(lines); err != nil {
+		return nil, err
+	}
+	return &inv, nil
+}
+
+var lineMsg = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// yamlError rewrites yaml.v3's "line 3: field bogus not found in type inventory.Host"
+// as "hosts.yaml:3: hosts.client.bogus: field bogus not found ...".
+func yamlError(path string, err error, lines map[string]int) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		keyAt := map[int]string{}
+		for k, l := range lines {
+			if old, ok := keyAt[l]; !ok || len(k) > len(old) {
+				keyAt[l] = k
+			}
+		}
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = path + ": " + m
+			if g := lineMsg.FindStringSubmatch(m); g != nil {
+				n, _ := strconv.Atoi(g[1])
+				msgs[i] = (&Error{Path: path, Line: n, Key: keyAt[n], Msg: g[2]}).Error()
+			}
+		}
+		return fmt.Errorf("%s (compare with hosts.example.yaml)", strings.Join(msgs, "; "))
+	}
+	if err.Error() == "EOF" {
+		return &Error{Path: path, Msg: "the file is empty: copy hosts.example.yaml and edit it"}
+	}
+	return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// indexLines records the line of every mapping key by its dotted path.
+func indexLines(n *yaml.Node, prefix string, lines map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			indexLines(c, prefix, lines)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			p := k.Value
+			if prefix != "" {
+				p = prefix + "." + k.Value
+			}
+			lines[p] = k.Line
+			indexLines(n.Content[i+1], p, lines)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			lines[p] = c.Line
+			indexLines(c, p, lines)
+		}
+	}
+}
+
+func (inv *Inventory) check(lines map[string]int) error {
+	errAt := func(key, format string, args ...any) error {
+		line := lines[key]
+		for k := key; line == 0 && k != ""; {
+			i := strings.LastIndexAny(k, ".[")
+			if i < 0 {
+				break
+			}
+			k = k[:i]
+			line = lines[k]
+		}
+		return &Error{Path: inv.Path, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(inv.Hosts) == 0 {
+		return errAt("hosts", "no hosts: list the endpoints under hosts:, as hosts.example.yaml shows")
+	}
+	names := make([]string, 0, len(inv.Hosts))
+	for name := range inv.Hosts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	dir := filepath.Dir(inv.Path)
+	for _, name := range names {
+		h := inv.Hosts[name]
+		key := "hosts." + name
+		if h == nil {
+			return errAt(key, "empty host: give it at least ssh: and test_ip:")
+		}
+		h.Name = name
+		if h.SSH == "" {
+			return errAt(key, "missing ssh: write user@address[:port] or an alias from ~/.ssh/config")
+		}
+		if _, _, _, err := SplitSSH(h.SSH); err != nil {
+			return errAt(key+".ssh", "%v", err)
+		}
+		if h.TestIP == "" {
+			return errAt(key, "missing test_ip: the host's address on the test network")
+		}
+		if net.ParseIP(h.TestIP) == nil {
+			return errAt(key+".test_ip", "%q is not an IP address: write the address test traffic goes to, e.g. 10.0.0.2", h.TestIP)
+		}
+		h.IdentityFile = resolvePath(dir, h.IdentityFile)
+		h.KnownHosts = resolvePath(dir, h.KnownHosts)
+	}
+	for _, role := range []struct{ key, val string }{{"client", inv.Client}, {"server", inv.Server}} {
+		if role.val == "" {
+			return errAt(role.key, "missing %s: name the host that %s (one of %s)", role.key,
+				map[string]string{"client": "originates streams and pings", "server": "terminates them"}[role.key], strings.Join(names, ", "))
+		}
+		if inv.Hosts[role.val] == nil {
+			return errAt(role.key, "no host %q under hosts: (the hosts are %s)", role.val, strings.Join(names, ", "))
+		}
+	}
+	if inv.Client == inv.Server {
+		return errAt("server", "client and server are both %q: a test needs two endpoints", inv.Client)
+	}
+	for i, b := range inv.Bottleneck {
+		key := fmt.Sprintf("bottleneck[%d]", i)
+		if inv.Hosts[b.Host] == nil {
+			return errAt(key+".host", "no host %q under hosts: (the hosts are %s)", b.Host, strings.Join(names, ", "))
+		}
+		if err := CheckDevName(b.Dev); err != nil {
+			return errAt(key+".dev", "%v", err)
+		}
+	}
+	return nil
+}
+
+func resolvePath(dir, p string) string {
+	if p == "" {
+		return ""
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[1:])
+		}
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// CheckDevName applies Linux's rules for interface names (dev_valid_name): 1 to 15
+// bytes, not "." or "..", no '/', ':' or white space.
+func CheckDevName(dev string) error {
+	switch {
+	case dev == "":
+		return errors.New("missing device name")
+	case len(dev) > 15:
+		return fmt.Errorf("device name %q is longer than Linux allows (15 bytes)", dev)
+	case dev == "." || dev == "..":
+		return fmt.Errorf("%q is not a device name", dev)
+	}
+	for _, r := range dev {
+		if r == '/' || r == ':' || r <= ' ' || r == 0x7f || r > 0x7e {
+			return fmt.Errorf("device name %q has a character Linux does not allow (%q)", dev, r)
+		}
+	}
+	return nil
+}
+
+// SplitSSH splits [user@]host[:port]; port is 0 when not given, and host may be an
+// alias to look up in ~/.ssh/config.
+func SplitSSH(s string) (user, host string, port int, err error) {
+	rest := s
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		user, rest = rest[:i], rest[i+1:]
+		if user == "" {
+			return "", "", 0, fmt.Errorf("%q has an empty user before @", s)
+		}
+	}
+	host = rest
+	if strings.HasPrefix(rest, "[") || strings.Count(rest, ":") == 1 {
+		h, p, serr := net.SplitHostPort(rest)
+		if serr != nil {
+			return "", "", 0, fmt.Errorf("%q: %v: write user@address:port, [v6address]:port or an alias", s, serr)
+		}
+		n, perr := strconv.Atoi(p)
+		if perr != nil || n < 1 || n > 65535 {
+			return "", "", 0, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
+		}
+		host, port = h, n
+	}
+	if host == "" {
+		return "", "", 0, fmt.Errorf("%q has no host", s)
+	}
+	for _, r := range host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:%", r)) {
+			return "", "", 0, fmt.Errorf("%q: %q is not a host name, address or alias", s, host)
+		}
+	}
+	return user, host, port, nil
+}
+
+// Role returns the host playing role "client" or "server".
+func (inv *Inventory) Role(role string) *Host {
+	switch role {
+	case "client":
+		return inv.Hosts[inv.Client]
+	case "server":
+		return inv.Hosts[inv.Server]
+	}
+	return nil
+}
+
+// Write saves an inventory (the local lab writes one).
+func (inv *Inventory) Write(path, comment string) error {
+	data, err := yaml.Marshal(inv)
+	if err != nil {
+		return fmt.Errorf("encode inventory: %w", err)
+	}
+	if comment != "" {
+		data = append([]byte(comment), data...)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("write inventory: %w", err)
+	}
+	return nil
+}
