@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/runners"
+)
+
+type recorder struct {
+	mu      sync.Mutex
+	samples map[string][]datafile.Sample
+	done    map[string]error
+	doneCh  chan string
+}
+
+func newRecorder() *recorder {
+	return &recorder{samples: map[string][]datafile.Sample{}, done: map[string]error{}, doneCh: make(chan string, 16)}
+}
+
+func (r *recorder) Samples(host string, b map[string][]datafile.Sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, v := range b {
+		r.samples[k] = append(r.samples[k], v...)
+	}
+}
+func (r *recorder) JobDone(host, job string, err error) {
+	r.mu.Lock()
+	r.done[job] = err
+	r.mu.Unlock()
+	r.doneCh <- job
+}
+func (r *recorder) Log(host, msg string) {}
+
+// pipeAgent runs a real Server on one end of two pipes and returns a Client on the other.
+func pipeAgent(t *testing.T, name string, rec Handler) (*Client, func()) {
+	reqR, reqW := io.Pipe()
+	msgR, msgW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		err := (&Server{Version: "test"}).Serve(ctx, reqR, msgW)
+		msgW.Close()
+		served <- err
+	}()
+	c := NewClient(name, msgR, reqW, rec)
+	return c, func() {
+		reqW.Close() // the controller hangs up: the agent must stop and return
+		select {
+		case <-served:
+		case <-time.After(5 * time.Second):
+			t.Error("agent did not stop after its input closed")
+		}
+		cancel()
+	}
+}
+
+func TestHelloAndClock(t *testing.T) {
+	c, stop := pipeAgent(t, "server", newRecorder())
+	defer stop()
+	ctx := context.Background()
+	h, err := c.Hello(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Kernel == "" || h.Version != "test" || h.Protocol != ProtocolVersion {
+		t.Errorf("hello %+v", h)
+	}
+	off, rtt, err := c.SyncClock(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same clock on both ends: the offset is within the best round trip.
+	if off > rtt || off < -rtt {
+		t.Errorf("offset %v outside ±rtt %v", off, rtt)
+	}
+	if _, err := c.Call(ctx, Request{Op: "bogus"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
+		t.Errorf("unknown op: %v", err)
+	}
+}
+
+// Streams both ways over loopback between two agents, with the token checked.
+func TestStreamsBetweenAgents(t *testing.T) {
+	rec := newRecorder()
+	server, stopS := pipeAgent(t, "server", rec)
+	defer stopS()
+	client, stopC := pipeAgent(t, "client", rec)
+	defer stopC()
+	ctx := context.Background()
+	m, err := server.Call(ctx, Request{Op: OpListen, Job: "listen", Listen: &runners.ListenSpec{Addr: "127.0.0.1", Token: "secret", Step: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + itoa(m.Port)
+	flows := []runners.StreamFlow{{Name: "TCP download::1", Direction: "download"}, {Name: "TCP upload::1", Direction: "upload", CC: "reno"}}
+	if _, err := client.Call(ctx, Request{Op: OpStreams, Job: "streams", Streams: &runners.StreamsSpec{Addr: addr, Token: "secret", Step: 0.1, Duration: 1, Flows: flows}}); err != nil {
+		t.Fatal(err)
+	}
+	// A stream with the wrong token is refused.
+	if _, err := client.Call(ctx, Request{Op: OpStreams, Job: "intruder", Streams: &runners.StreamsSpec{Addr: addr, Token: "guess", Step: 0.1, Duration: 1,
+		Flows: []runners.StreamFlow{{Name: "TCP download::9", Direction: "download"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for seen := map[string]bool{}; !seen["streams"] || !seen["intruder"]; {
+		select {
+		case j := <-rec.doneCh:
+			seen[j] = true
+		case <-time.After(10 * time.Second):
+			t.Fatal("streams did not end")
+		}
+	}
+	if _, err := server.Call(ctx, Request{Op: OpStop, Job: "listen"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case j := <-rec.doneCh:
+		if j != "listen" {
+			t.Errorf("done %s", j)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("listener did not stop")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.done["streams"] != nil || rec.done["listen"] != nil {
+		t.Errorf("job errors: %v", rec.done)
+	}
+	if err := rec.done["intruder"]; err == nil || !strings.Contains(err.Error(), "did not accept") {
+		t.Errorf("wrong token: %v", err)
+	}
+	for _, name := range []string{"TCP download::1", "TCP upload::1"} {
+		ss := rec.samples[name]
+		var bytes int64
+		var dur float64
+		for _, s := range ss {
+			bytes += s.Bytes
+			dur += s.Dur
+		}
+		if len(ss) < 8 || bytes == 0 || dur < 0.9 || dur > 1.5 {
+			t.Errorf("%s: %d samples, %d bytes over %.2fs", name, len(ss), bytes, dur)
+		}
+	}
+	if len(rec.samples["TCP download::9"]) != 0 {
+		t.Error("a stream with the wrong token was measured")
+	}
+}
+
+func TestPingLoopback(t *testing.T) {
+	rec := newRecorder()
+	c, stop := pipeAgent(t, "client", rec)
+	defer stop()
+	if _, err := c.Call(context.Background(), Request{Op: OpPing, Job: "ping", Ping: &runners.PingSpec{Series: "Ping (ms) ICMP", Target: "127.0.0.1", Interval: 0.05, Duration: 0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.doneCh:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ping did not end")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err := rec.done["ping"]; err != nil {
+		t.Fatal(err)
+	}
+	ss := rec.samples["Ping (ms) ICMP"]
+	if len(ss) < 8 || len(ss) > 11 {
+		t.Errorf("%d replies for 10 probes", len(ss))
+	}
+	for _, s := range ss {
+		if s.Lost || s.V <= 0 || s.V > 50 {
+			t.Errorf("sample %+v", s)
+		}
+	}
+}
+
+func TestAgentDeathFailsPendingCalls(t *testing.T) {
+	reqR, reqW := io.Pipe()
+	msgR, msgW := io.Pipe()
+	go io.Copy(io.Discard, reqR)
+	c := NewClient("server (root@192.0.2.2)", msgR, reqW, newRecorder())
+	errc := make(chan error, 1)
+	go func() { _, err := c.Call(context.Background(), Request{Op: OpHello}); errc <- err }()
+	time.Sleep(50 * time.Millisecond)
+	msgW.Close()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "agent on host server (root@192.0.2.2) stopped") {
+			t.Errorf("error %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("pending call not failed")
+	}
+	<-c.Dead()
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+

@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// Handler receives what an agent sends besides replies.
+type Handler interface {
+	// Samples arrive with times already on the controller's clock.
+	Samples(host string, batch map[string][]datafile.Sample)
+	JobDone(host, job string, err error)
+	Log(host, msg string)
+}
+
+// Client is the controller's handle on one running agent.
+type Client struct {
+	host    string // names the host in every error
+	w       io.Writer
+	wm      sync.Mutex
+	handler Handler
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan Message
+	offset  time.Duration // agent clock minus controller clock
+	dead    chan struct{}
+	deadErr error
+}
+
+// NewClient starts reading the agent's messages from r; requests go to w. host names
+// the agent in errors ("agent on host server (root@10.0.0.2)").
+func NewClient(host string, r io.Reader, w io.Writer, h Handler) *Client {
+	c := &Client{host: host, w: w, handler: h, pending: map[int64]chan Message{}, dead: make(chan struct{})}
+	go c.read(r)
+	return c
+}
+
+// Host is the name the client reports in errors.
+func (c *Client) Host() string { return c.host }
+
+func (c *Client) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	var err error
+	for sc.Scan() {
+		var m Message
+		if err = json.Unmarshal(sc.Bytes(), &m); err != nil {
+			err = fmt.Errorf("garbled message: %w", err)
+			break
+		}
+		c.dispatch(m)
+	}
+	if err == nil {
+		err = sc.Err()
+	}
+	if err == nil {
+		err = errors.New("connection closed")
+	}
+	c.mu.Lock()
+	c.deadErr = fmt.Errorf("agent on host %s stopped: %w", c.host, err)
+	for id, ch := range c.pending {
+		close(ch)
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	close(c.dead)
+}
+
+func (c *Client) dispatch(m Message) {
+	switch m.Type {
+	case TypeReply:
+		c.mu.Lock()
+		ch := c.pending[m.ID]
+		delete(c.pending, m.ID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	case TypeBatch:
+		c.mu.Lock()
+		off := c.offset.Seconds()
+		c.mu.Unlock()
+		for _, ss := range m.Batch {
+			for i := range ss {
+				ss[i].T -= off
+			}
+		}
+		c.handler.Samples(c.host, m.Batch)
+	case TypeDone:
+		var err error
+		if m.Error != "" {
+			err = fmt.Errorf("host %s: job %s: %s", c.host, m.Job, m.Error)
+		}
+		c.handler.JobDone(c.host, m.Job, err)
+	case TypeLog:
+		c.handler.Log(c.host, m.Message)
+	}
+}
+
+// Dead is closed when the agent's output ends; Err then says why.
+func (c *Client) Dead() <-chan struct{} { return c.dead }
+
+// Err is why the agent stopped, or nil while it runs.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadErr
+}
+
+// Call sends a request and waits for its reply.
+func (c *Client) Call(ctx context.Context, req Request) (Message, error) {
+	ch := make(chan Message, 1)
+	c.mu.Lock()
+	if c.deadErr != nil {
+		c.mu.Unlock()
+		return Message{}, c.deadErr
+	}
+	c.nextID++
+	req.ID = c.nextID
+	c.pending[req.ID] = ch
+	c.mu.Unlock()
+	line, err := json.Marshal(req)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode %s request: %w", req.Op, err)
+	}
+	c.wm.Lock()
+	_, err = c.w.Write(append(line, '\n'))
+	c.wm.Unlock()
+	if err != nil {
+		return Message{}, fmt.Errorf("send %s to agent on host %s: %w", req.Op, c.host, err)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return Message{}, c.Err()
+		}
+		if m.Error != "" {
+			return m, fmt.Errorf("host %s: %s: %s", c.host, req.Op, m.Error)
+		}
+		return m, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, req.ID)
+		c.mu.Unlock()
+		return Message{}, fmt.Errorf("%s on host %s: %w", req.Op, c.host, ctx.Err())
+	}
+}
+
+// Hello asks the agent who it is and checks it speaks this protocol.
+func (c *Client) Hello(ctx context.Context) (*Hello, error) {
+	m, err := c.Call(ctx, Request{Op: OpHello})
+	if err != nil {
+		return nil, err
+	}
+	if m.Hello == nil || m.Hello.Protocol != ProtocolVersion {
+		return nil, fmt.Errorf("agent on host %s speaks another protocol version: use the same bloatbench build on both ends", c.host)
+	}
+	return m.Hello, nil
+}
+
+// SyncClock estimates the agent's clock offset from rounds of clock requests: the
+// round with the shortest round trip bounds the error best (NTP's reasoning). Later
+// sample times are corrected by it. It returns the offset and that round trip.
+func (c *Client) SyncClock(ctx context.Context, rounds int) (offset, rtt time.Duration, err error) {
+	type probe struct{ off, rtt time.Duration }
+	var probes []probe
+	for i := 0; i < rounds; i++ {
+		sent := time.Now()
+		m, err := c.Call(ctx, Request{Op: OpClock})
+		if err != nil {
+			return 0, 0, err
+		}
+		got := time.Now()
+		mid := sent.Add(got.Sub(sent) / 2)
+		probes = append(probes, probe{off: time.Unix(0, m.Clock).Sub(mid), rtt: got.Sub(sent)})
+	}
+	sort.Slice(probes, func(i, j int) bool { return probes[i].rtt < probes[j].rtt })
+	c.mu.Lock()
+	c.offset = probes[0].off
+	c.mu.Unlock()
+	return probes[0].off, probes[0].rtt, nil
+}

@@ -1,0 +1,64 @@
+// Package agent is the endpoint side of bloatbench and the controller's handle on it.
+// The controller starts `bloatbench agent` on each endpoint over SSH and speaks this
+// protocol over the session's stdin and stdout: one JSON object a line, requests one
+// way, replies and sample batches the other. Sample times are the agent's clock; the
+// controller corrects them with the offset it estimates at start.
+package agent
+
+import (
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/runners"
+)
+
+// ProtocolVersion changes when either side could misread the other.
+const ProtocolVersion = 1
+
+// Operations a request can ask for.
+const (
+	OpHello   = "hello"   // who are you: versions, hostname, kernel
+	OpClock   = "clock"   // what time is it, for the offset estimate
+	OpListen  = "listen"  // open the TCP data listener (server side)
+	OpStreams = "streams" // run TCP streams to a listener (client side)
+	OpPing    = "ping"    // run ICMP ping
+	OpStop    = "stop"    // end a job early
+)
+
+// Message types from the agent.
+const (
+	TypeReply = "reply" // answers request ID
+	TypeBatch = "batch" // samples, by series
+	TypeDone  = "done"  // a job ended, with its error if any
+	TypeLog   = "log"   // a warning worth recording
+)
+
+// Request is one line from the controller.
+type Request struct {
+	ID      int64                `json:"id"`
+	Op      string               `json:"op"`
+	Job     string               `json:"job,omitempty"`
+	Listen  *runners.ListenSpec  `json:"listen,omitempty"`
+	Streams *runners.StreamsSpec `json:"streams,omitempty"`
+	Ping    *runners.PingSpec    `json:"ping,omitempty"`
+}
+
+// Hello describes the agent's host.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Version  string `json:"version"`
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	PID      int    `json:"pid"`
+}
+
+// Message is one line from the agent.
+type Message struct {
+	Type    string                       `json:"type"`
+	ID      int64                        `json:"id,omitempty"`
+	Job     string                       `json:"job,omitempty"`
+	Error   string                       `json:"error,omitempty"`
+	Hello   *Hello                       `json:"hello,omitempty"`
+	Clock   int64                        `json:"clock,omitempty"` // Unix nanoseconds
+	Port    int                          `json:"port,omitempty"`
+	Batch   map[string][]datafile.Sample `json:"batch,omitempty"`
+	Message string                       `json:"message,omitempty"`
+}

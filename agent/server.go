@@ -1,0 +1,216 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/runners"
+)
+
+// batchEvery is how often samples go to the controller: often enough to keep the data
+// file current, seldom enough that 128 streams cost one line per batch.
+const batchEvery = 100 * time.Millisecond
+
+// Server runs jobs for a controller on one endpoint.
+type Server struct {
+	Version string
+
+	out  *json.Encoder
+	outW *bufio.Writer
+	outM sync.Mutex
+
+	batchM sync.Mutex
+	batch  map[string][]datafile.Sample
+
+	jobsM sync.Mutex
+	jobs  map[string]context.CancelFunc
+	jobWG sync.WaitGroup
+}
+
+// Serve reads requests from r and writes messages to w until r ends (the controller
+// hung up) or ctx ends; then it stops every job, flushes and returns.
+func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.outW = bufio.NewWriter(w)
+	s.out = json.NewEncoder(s.outW)
+	s.batch = map[string][]datafile.Sample{}
+	s.jobs = map[string]context.CancelFunc{}
+
+	flushDone := make(chan struct{})
+	go func() {
+		defer close(flushDone)
+		t := time.NewTicker(batchEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				s.flushBatch()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	var readErr error
+	for sc.Scan() {
+		var req Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			readErr = fmt.Errorf("bad request from controller: %w", err)
+			break
+		}
+		s.handle(ctx, req)
+	}
+	if readErr == nil {
+		readErr = sc.Err()
+	}
+	cancel()
+	s.jobWG.Wait()
+	<-flushDone
+	s.flushBatch()
+	return readErr
+}
+
+func (s *Server) send(m Message) {
+	s.outM.Lock()
+	defer s.outM.Unlock()
+	// A write error means the controller is gone; reading stdin will notice.
+	s.out.Encode(m)
+	s.outW.Flush()
+}
+
+func (s *Server) emit(series string, smp datafile.Sample) {
+	s.batchM.Lock()
+	s.batch[series] = append(s.batch[series], smp)
+	s.batchM.Unlock()
+}
+
+func (s *Server) flushBatch() {
+	s.batchM.Lock()
+	b := s.batch
+	s.batch = map[string][]datafile.Sample{}
+	s.batchM.Unlock()
+	if len(b) > 0 {
+		s.send(Message{Type: TypeBatch, Batch: b})
+	}
+}
+
+func (s *Server) reply(req Request, m Message, err error) {
+	m.Type, m.ID = TypeReply, req.ID
+	if err != nil {
+		m.Error = err.Error()
+	}
+	s.send(m)
+}
+
+func (s *Server) handle(ctx context.Context, req Request) {
+	switch req.Op {
+	case OpHello:
+		s.reply(req, Message{Hello: hello(s.Version)}, nil)
+	case OpClock:
+		s.reply(req, Message{Clock: time.Now().UnixNano()}, nil)
+	case OpListen:
+		if req.Listen == nil {
+			s.reply(req, Message{}, errors.New("listen: no spec"))
+			return
+		}
+		jctx, ok := s.addJob(ctx, req)
+		if !ok {
+			return
+		}
+		l, err := runners.Listen(jctx, *req.Listen, s.emit)
+		if err != nil {
+			s.endJob(req.Job, err, false)
+			s.reply(req, Message{}, err)
+			return
+		}
+		s.reply(req, Message{Port: l.Port()}, nil)
+		s.runJob(req.Job, func() error { return l.Serve(jctx) })
+	case OpStreams:
+		if req.Streams == nil {
+			s.reply(req, Message{}, errors.New("streams: no spec"))
+			return
+		}
+		if jctx, ok := s.addJob(ctx, req); ok {
+			s.reply(req, Message{}, nil)
+			s.runJob(req.Job, func() error { return runners.RunStreams(jctx, *req.Streams, s.emit) })
+		}
+	case OpPing:
+		if req.Ping == nil {
+			s.reply(req, Message{}, errors.New("ping: no spec"))
+			return
+		}
+		if jctx, ok := s.addJob(ctx, req); ok {
+			s.reply(req, Message{}, nil)
+			s.runJob(req.Job, func() error { return runners.RunPing(jctx, *req.Ping, s.emit) })
+		}
+	case OpStop:
+		s.jobsM.Lock()
+		stop := s.jobs[req.Job]
+		s.jobsM.Unlock()
+		if stop != nil {
+			stop()
+		}
+		s.reply(req, Message{}, nil)
+	default:
+		s.reply(req, Message{}, fmt.Errorf("unknown op %q (controller and agent versions differ?)", req.Op))
+	}
+}
+
+func (s *Server) addJob(ctx context.Context, req Request) (context.Context, bool) {
+	s.jobsM.Lock()
+	defer s.jobsM.Unlock()
+	if req.Job == "" || s.jobs[req.Job] != nil {
+		s.reply(req, Message{}, fmt.Errorf("job name %q is empty or in use", req.Job))
+		return nil, false
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	s.jobs[req.Job] = cancel
+	return jctx, true
+}
+
+func (s *Server) runJob(job string, f func() error) {
+	s.jobWG.Add(1)
+	go func() {
+		defer s.jobWG.Done()
+		s.endJob(job, f(), true)
+	}()
+}
+
+func (s *Server) endJob(job string, err error, announce bool) {
+	s.jobsM.Lock()
+	if cancel := s.jobs[job]; cancel != nil {
+		cancel()
+	}
+	delete(s.jobs, job)
+	s.jobsM.Unlock()
+	if announce {
+		// Samples of the job go out before the news that it ended.
+		s.flushBatch()
+		m := Message{Type: TypeDone, Job: job}
+		if err != nil {
+			m.Error = err.Error()
+		}
+		s.send(m)
+	}
+}
+
+func hello(version string) *Hello {
+	h := &Hello{Protocol: ProtocolVersion, Version: version, PID: os.Getpid()}
+	h.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	return h
+}

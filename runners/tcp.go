@@ -1,0 +1,297 @@
+package runners
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// ListenSpec opens the data listener on the server.
+type ListenSpec struct {
+	Addr  string  `json:"addr"`  // the server's test_ip
+	Token string  `json:"token"` // connections must present it
+	Step  float64 `json:"step"`  // sampling interval for streams this side receives, seconds
+}
+
+// StreamsSpec runs TCP streams from the client to a listener.
+type StreamsSpec struct {
+	Addr     string       `json:"addr"` // host:port of the listener
+	Token    string       `json:"token"`
+	Step     float64      `json:"step"`
+	Duration float64      `json:"duration"` // seconds
+	Flows    []StreamFlow `json:"flows"`
+}
+
+// StreamFlow is one TCP stream.
+type StreamFlow struct {
+	Name      string `json:"name"` // series name, e.g. "TCP download::1"
+	Direction string `json:"direction"`
+	CC        string `json:"cc,omitempty"`
+}
+
+// hello is the first line a stream's client sends.
+type hello struct {
+	Token     string  `json:"token"`
+	Flow      string  `json:"flow"`
+	Direction string  `json:"direction"`
+	CC        string  `json:"cc,omitempty"`
+	Duration  float64 `json:"duration"`
+}
+
+const (
+	bufSize        = 128 << 10
+	helloTimeout   = 5 * time.Second
+	maxHelloLength = 4096
+	// senderGrace bounds how long a server keeps sending after the planned end, should
+	// the client never close.
+	senderGrace = 10 * time.Second
+)
+
+// Listener is the server side of the TCP streams: it accepts connections that present
+// the run's token, sends on download streams and counts bytes on upload streams.
+type Listener struct {
+	ln   net.Listener
+	spec ListenSpec
+	emit Emit
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+// Listen opens the listener on spec.Addr with a port the kernel picks.
+func Listen(ctx context.Context, spec ListenSpec, emit Emit) (*Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(spec.Addr, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("listen for TCP streams on %s: %w", spec.Addr, err)
+	}
+	return &Listener{ln: ln, spec: spec, emit: emit}, nil
+}
+
+// Port the listener is on.
+func (l *Listener) Port() int { return l.ln.Addr().(*net.TCPAddr).Port }
+
+// Serve accepts streams until ctx ends, then closes the listener and every stream.
+func (l *Listener) Serve(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		l.ln.Close()
+	}()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("accept TCP stream: %w", err)
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := l.serveConn(ctx, c.(*net.TCPConn)); err != nil {
+				l.mu.Lock()
+				l.errs = append(l.errs, err)
+				l.mu.Unlock()
+			}
+		}()
+	}
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.errs...)
+}
+
+func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	line, err := bufio.NewReader(io.LimitReader(c, maxHelloLength)).ReadBytes('\n')
+	if err != nil {
+		return nil // not one of ours; say nothing to it
+	}
+	var h hello
+	if json.Unmarshal(line, &h) != nil || subtle.ConstantTimeCompare([]byte(h.Token), []byte(l.spec.Token)) != 1 {
+		return nil // wrong token: drop it
+	}
+	c.SetReadDeadline(time.Time{})
+	if h.CC != "" {
+		rc, err := c.SyscallConn()
+		if err == nil {
+			err = setCongestion(rc, h.CC)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.Flow, err)
+		}
+	}
+	// The ack byte lets the client start; it sends nothing past the hello before it,
+	// so the buffered reader above cannot have swallowed stream data.
+	if _, err := c.Write([]byte{'\n'}); err != nil {
+		return nil
+	}
+	switch h.Direction {
+	case "download":
+		deadline := time.Now().Add(time.Duration(h.Duration*float64(time.Second)) + senderGrace)
+		c.SetWriteDeadline(deadline)
+		send(c)
+		return nil
+	case "upload":
+		return receive(c, h.Flow, l.spec.Step, l.emit)
+	}
+	return nil
+}
+
+// RunStreams runs the client side: it connects every flow, receives on download
+// streams and sends on upload streams for spec.Duration, then closes them.
+func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
+	defer cancel()
+	errs := make([]error, len(spec.Flows))
+	var wg sync.WaitGroup
+	for i, f := range spec.Flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runFlow(ctx, spec, f, emit); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", f.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func runFlow(ctx context.Context, spec StreamsSpec, f StreamFlow, emit Emit) error {
+	d := net.Dialer{Timeout: helloTimeout}
+	if f.CC != "" {
+		d.Control = func(_, _ string, rc syscall.RawConn) error { return setCongestion(rc, f.CC) }
+	}
+	nc, err := d.DialContext(ctx, "tcp", spec.Addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("connect to %s: %w", spec.Addr, err)
+	}
+	c := nc.(*net.TCPConn)
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	h, _ := json.Marshal(hello{Token: spec.Token, Flow: f.Name, Direction: f.Direction, CC: f.CC, Duration: spec.Duration})
+	if _, err := c.Write(append(h, '\n')); err != nil {
+		return fmt.Errorf("send stream hello: %w", err)
+	}
+	// The server answers one byte when it has accepted the stream.
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	var ack [1]byte
+	if _, err := io.ReadFull(c, ack[:]); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("the server did not accept the stream (wrong token or listener gone): %w", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	switch f.Direction {
+	case "download":
+		return receive(c, f.Name, spec.Step, emit)
+	case "upload":
+		send(c)
+		// Half-close so the receiver sees the end and counts its last interval.
+		c.CloseWrite()
+		io.Copy(io.Discard, c)
+		return nil
+	}
+	return fmt.Errorf("unknown direction %q", f.Direction)
+}
+
+var zeros = make([]byte, bufSize)
+
+// send writes until the connection fails or is closed; that is how a stream ends.
+func send(c net.Conn) {
+	for {
+		if _, err := c.Write(zeros); err != nil {
+			return
+		}
+	}
+}
+
+// receive counts bytes until the stream ends, emitting one throughput sample every
+// step: bytes in the interval and its exact length, measured at the receiver.
+func receive(c net.Conn, series string, step float64, emit Emit) error {
+	if step <= 0 {
+		step = 0.2
+	}
+	var total atomic.Int64
+	done := make(chan struct{})
+	start := time.Now()
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		last, lastBytes := start, int64(0)
+		tick := time.NewTicker(time.Duration(step * float64(time.Second)))
+		defer tick.Stop()
+		sample := func(now time.Time) {
+			b := total.Load()
+			dur := now.Sub(last).Seconds()
+			if dur <= 0 {
+				return
+			}
+			emit(series, sampleOf(now, dur, b-lastBytes))
+			last, lastBytes = now, b
+		}
+		for {
+			select {
+			case now := <-tick.C:
+				sample(now)
+			case <-done:
+				sample(time.Now())
+				return
+			}
+		}
+	}()
+	buf := make([]byte, bufSize)
+	var err error
+	for {
+		var n int
+		n, err = c.Read(buf)
+		total.Add(int64(n))
+		if err != nil {
+			break
+		}
+	}
+	close(done)
+	sampler.Wait()
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
+		return nil
+	}
+	return fmt.Errorf("receive: %w", err)
+}
+
+// setCongestion sets TCP_CONGESTION on a socket.
+func setCongestion(rc syscall.RawConn, cc string) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, cc) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("congestion control %q: %w (see /proc/sys/net/ipv4/tcp_available_congestion_control)", cc, serr)
+	}
+	return nil
+}
+
+// sampleOf is a throughput sample: bytes over an interval ending at now.
+func sampleOf(now time.Time, dur float64, bytes int64) datafile.Sample {
+	return datafile.Sample{T: unix(now), V: float64(bytes) * 8 / dur / 1e6, Dur: dur, Bytes: bytes}
+}
