@@ -1,0 +1,438 @@
+// Package testbed builds the local lab: two network namespaces, client and server,
+// joined by a multi-queue veth test link, each reached from the host over its own
+// management veth by a real OpenSSH sshd with freshly made keys. It writes an
+// inventory for `run -H`, and takes all of it down again.
+package testbed
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+// StateDir holds one folder per lab: its keys, sshd files and state.
+const StateDir = "/run/bloatbench/labs"
+
+// MaxLabs bounds how many labs can be up at once (one /24 of 198.18/15 each).
+const MaxLabs = 64
+
+// TestDev is the test link's name inside both namespaces.
+const TestDev = "test0"
+
+// Options shape the lab's test link.
+type Options struct {
+	Rate  string // htb rate on both ends of the test link, e.g. "100mbit"; "" = unshaped
+	Queue string // the queue under the shaper (or at the root): pfifo:N or bfifo:BYTES
+	GSO   string // "off" turns GSO, TSO and GRO off on the test link
+	// Queues is the test link's number of tx and rx queues.
+	Queues int
+}
+
+// Lab is a lab that is up.
+type Lab struct {
+	Name      string  `json:"name"`
+	Index     int     `json:"index"`
+	Dir       string  `json:"dir"`
+	Options   Options `json:"options"`
+	Inventory string  `json:"inventory"`
+	Hosts     []Node  `json:"hosts"`
+}
+
+// Node is one namespace of the lab.
+type Node struct {
+	Role    string `json:"role"`
+	NetNS   string `json:"netns"`
+	MgmtIP  string `json:"mgmt_ip"`
+	HostIP  string `json:"host_ip"`  // the host's end of the management link
+	HostDev string `json:"host_dev"` // the host's end of the management link
+	TestIP  string `json:"test_ip"`
+}
+
+// The lab uses RFC 2544's benchmarking range, 198.18.0.0/15: the test link of lab n
+// is 198.18.n.0/24, its management links 198.19.n.0/30 and 198.19.n.4/30.
+func plan(n int) []Node {
+	return []Node{
+		{Role: "client", NetNS: fmt.Sprintf("bb%d-client", n), HostIP: fmt.Sprintf("198.19.%d.1", n), MgmtIP: fmt.Sprintf("198.19.%d.2", n),
+			HostDev: fmt.Sprintf("bb%dmc", n), TestIP: fmt.Sprintf("198.18.%d.1", n)},
+		{Role: "server", NetNS: fmt.Sprintf("bb%d-server", n), HostIP: fmt.Sprintf("198.19.%d.5", n), MgmtIP: fmt.Sprintf("198.19.%d.6", n),
+			HostDev: fmt.Sprintf("bb%dms", n), TestIP: fmt.Sprintf("198.18.%d.2", n)},
+	}
+}
+
+var (
+	rateRE  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$`)
+	queueRE = regexp.MustCompile(`^(pfifo|bfifo):([0-9]+)$`)
+)
+
+// Check validates options before anything is touched.
+func (o Options) Check() error {
+	if o.Rate != "" && !rateRE.MatchString(o.Rate) {
+		return fmt.Errorf("--rate %q: write a tc rate such as 100mbit or 1gbit", o.Rate)
+	}
+	if o.Queue != "" && !queueRE.MatchString(o.Queue) {
+		return fmt.Errorf("--queue %q: write pfifo:PACKETS or bfifo:BYTES, e.g. bfifo:300000", o.Queue)
+	}
+	if o.GSO != "" && o.GSO != "on" && o.GSO != "off" {
+		return fmt.Errorf("--gso %q: write on or off", o.GSO)
+	}
+	if o.Queues < 0 || o.Queues > 64 {
+		return fmt.Errorf("--queues %d: from 1 to 64", o.Queues)
+	}
+	return nil
+}
+
+// Up builds a lab and writes its inventory to out ("" = inside the lab's folder).
+func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	if o.Queues == 0 {
+		o.Queues = 4
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the local lab needs root (network namespaces, veth, sshd): run as root")
+	}
+	tools := []string{"ip", "tc", "sshd"}
+	if o.GSO != "" {
+		tools = append(tools, "ethtool")
+	}
+	for _, t := range tools {
+		if _, err := lookPath(t); err != nil {
+			return nil, fmt.Errorf("the local lab needs %s: install it (apt-get install iproute2 openssh-server ethtool)", t)
+		}
+	}
+	n, dir, err := claim()
+	if err != nil {
+		return nil, err
+	}
+	lab = &Lab{Name: fmt.Sprintf("bb%d", n), Index: n, Dir: dir, Options: o, Hosts: plan(n)}
+	defer func() {
+		if err != nil {
+			// Leave nothing half-built behind.
+			lab.down(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := lab.save(); err != nil {
+		return nil, err
+	}
+	if err := lab.links(ctx); err != nil {
+		return nil, err
+	}
+	if err := lab.sshd(ctx); err != nil {
+		return nil, err
+	}
+	if out == "" {
+		out = filepath.Join(dir, "lab.yaml")
+	}
+	if lab.Inventory, err = filepath.Abs(out); err != nil {
+		return nil, err
+	}
+	if err := lab.writeInventory(); err != nil {
+		return nil, err
+	}
+	return lab, lab.save()
+}
+
+// claim takes the first free lab number; making its folder is the claim, so two
+// `testbed up` at once never pick the same one.
+func claim() (int, string, error) {
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return 0, "", fmt.Errorf("create %s: %w", StateDir, err)
+	}
+	for n := 0; n < MaxLabs; n++ {
+		dir := filepath.Join(StateDir, fmt.Sprintf("bb%d", n))
+		if _, err := os.Stat(filepath.Join("/run/netns", plan(n)[0].NetNS)); err == nil {
+			continue // a namespace left by a lab whose folder is gone
+		}
+		if err := os.Mkdir(dir, 0o700); err == nil {
+			return n, dir, nil
+		} else if !errors.Is(err, os.ErrExist) {
+			return 0, "", fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	return 0, "", fmt.Errorf("all %d lab slots are taken: `bloatbench testbed down` removes them", MaxLabs)
+}
+
+func (l *Lab) save() error {
+	b, _ := json.MarshalIndent(l, "", "  ")
+	if err := os.WriteFile(filepath.Join(l.Dir, "state.json"), b, 0o600); err != nil {
+		return fmt.Errorf("save lab state: %w", err)
+	}
+	return nil
+}
+
+func (l *Lab) links(ctx context.Context) error {
+	c, s := l.Hosts[0], l.Hosts[1]
+	q := strconv.Itoa(l.Options.Queues)
+	tmpC, tmpS := fmt.Sprintf("bb%dtc", l.Index), fmt.Sprintf("bb%dts", l.Index)
+	steps := [][]string{
+		{"ip", "netns", "add", c.NetNS},
+		{"ip", "netns", "add", s.NetNS},
+		{"ip", "link", "add", tmpC, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", tmpS, "numtxqueues", q, "numrxqueues", q},
+	}
+	for _, h := range []struct {
+		n   Node
+		tmp string
+	}{{c, tmpC}, {s, tmpS}} {
+		mg := h.n.HostDev + "x"
+		steps = append(steps,
+			[]string{"ip", "link", "set", h.tmp, "netns", h.n.NetNS},
+			[]string{"ip", "-n", h.n.NetNS, "link", "set", h.tmp, "name", TestDev},
+			[]string{"ip", "-n", h.n.NetNS, "addr", "add", h.n.TestIP + "/24", "dev", TestDev},
+			[]string{"ip", "link", "add", h.n.HostDev, "type", "veth", "peer", "name", mg},
+			[]string{"ip", "link", "set", mg, "netns", h.n.NetNS},
+			[]string{"ip", "-n", h.n.NetNS, "link", "set", mg, "name", "mgmt0"},
+			[]string{"ip", "addr", "add", h.n.HostIP + "/30", "dev", h.n.HostDev},
+			[]string{"ip", "-n", h.n.NetNS, "addr", "add", h.n.MgmtIP + "/30", "dev", "mgmt0"},
+			[]string{"ip", "link", "set", h.n.HostDev, "up"},
+			[]string{"ip", "-n", h.n.NetNS, "link", "set", "lo", "up"},
+			[]string{"ip", "-n", h.n.NetNS, "link", "set", "mgmt0", "up"},
+			[]string{"ip", "-n", h.n.NetNS, "link", "set", TestDev, "up"},
+		)
+		if l.Options.GSO == "off" {
+			steps = append(steps, []string{"ip", "netns", "exec", h.n.NetNS, "ethtool", "-K", TestDev, "gso", "off", "tso", "off", "gro", "off"})
+		}
+		steps = append(steps, l.shaping(h.n.NetNS)...)
+	}
+	for _, st := range steps {
+		if err := run(ctx, st...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shaping is the lab's qdisc on one end of the test link: htb at the rate with the
+// queue under it, or the queue alone at the root.
+func (l *Lab) shaping(ns string) [][]string {
+	tc := []string{"tc", "-n", ns}
+	var leaf []string
+	if m := queueRE.FindStringSubmatch(l.Options.Queue); m != nil {
+		leaf = []string{m[1], "limit", m[2]}
+	}
+	if l.Options.Rate == "" {
+		if leaf == nil {
+			return nil
+		}
+		return [][]string{append(append(tc, "qdisc", "replace", "dev", TestDev, "root", "handle", "1:"), leaf...)}
+	}
+	out := [][]string{
+		append(tc, "qdisc", "replace", "dev", TestDev, "root", "handle", "1:", "htb", "default", "1"),
+		append(tc, "class", "add", "dev", TestDev, "parent", "1:", "classid", "1:1", "htb", "rate", l.Options.Rate, "ceil", l.Options.Rate),
+	}
+	if leaf != nil {
+		out = append(out, append(append(tc, "qdisc", "add", "dev", TestDev, "parent", "1:1", "handle", "10:"), leaf...))
+	}
+	return out
+}
+
+func (l *Lab) sshd(ctx context.Context) error {
+	userKey, err := newKey(filepath.Join(l.Dir, "id_ed25519"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.Dir, "authorized_keys"), ssh.MarshalAuthorizedKey(userKey), 0o600); err != nil {
+		return fmt.Errorf("write authorized_keys: %w", err)
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return fmt.Errorf("create /run/sshd: %w", err)
+	}
+	sshd, _ := lookPath("sshd")
+	var known []string
+	for _, h := range l.Hosts {
+		keyFile := filepath.Join(l.Dir, h.Role+"_host_ed25519_key")
+		hostKey, err := newKey(keyFile)
+		if err != nil {
+			return err
+		}
+		known = append(known, knownhosts.Line([]string{h.MgmtIP}, hostKey))
+		cfg := filepath.Join(l.Dir, h.Role+"_sshd_config")
+		conf := strings.Join([]string{
+			"ListenAddress " + h.MgmtIP,
+			"Port 22",
+			"HostKey " + keyFile,
+			"PidFile " + filepath.Join(l.Dir, h.Role+"_sshd.pid"),
+			// One authorized_keys for the lab, and only root may use it.
+			"AuthorizedKeysFile " + filepath.Join(l.Dir, "authorized_keys"),
+			"AllowUsers root",
+			"PermitRootLogin prohibit-password",
+			"PasswordAuthentication no",
+			"KbdInteractiveAuthentication no",
+			"UsePAM no",
+			"StrictModes no",
+			"PrintMotd no",
+			"MaxSessions 64",
+			"MaxStartups 64",
+			"",
+		}, "\n")
+		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+			return fmt.Errorf("write sshd config: %w", err)
+		}
+		if err := run(ctx, "ip", "netns", "exec", h.NetNS, sshd, "-f", cfg, "-E", filepath.Join(l.Dir, h.Role+"_sshd.log")); err != nil {
+			return err
+		}
+		if err := waitPort(ctx, net.JoinHostPort(h.MgmtIP, "22"), 10*time.Second); err != nil {
+			log, _ := os.ReadFile(filepath.Join(l.Dir, h.Role+"_sshd.log"))
+			return fmt.Errorf("sshd in %s: %w; its log: %s", h.NetNS, err, strings.TrimSpace(string(log)))
+		}
+	}
+	return os.WriteFile(filepath.Join(l.Dir, "known_hosts"), []byte(strings.Join(known, "\n")+"\n"), 0o600)
+}
+
+func (l *Lab) writeInventory() error {
+	inv := &inventory.Inventory{Hosts: map[string]*inventory.Host{}, Client: "client", Server: "server", Testbed: l.Name}
+	for _, h := range l.Hosts {
+		inv.Hosts[h.Role] = &inventory.Host{SSH: "root@" + h.MgmtIP, TestIP: h.TestIP,
+			IdentityFile: filepath.Join(l.Dir, "id_ed25519"), KnownHosts: filepath.Join(l.Dir, "known_hosts")}
+		inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: h.Role, Dev: TestDev})
+	}
+	shape := "unshaped"
+	if l.Options.Rate != "" {
+		shape = "htb " + l.Options.Rate
+	}
+	if l.Options.Queue != "" {
+		shape += ", queue " + l.Options.Queue
+	}
+	if l.Options.GSO == "off" {
+		shape += ", gso/tso/gro off"
+	}
+	comment := fmt.Sprintf("# Local lab %s (%s), written by `bloatbench testbed up`.\n# `bloatbench testbed down -H %s` removes it.\n", l.Name, shape, filepath.Base(l.Inventory))
+	return inv.Write(l.Inventory, comment)
+}
+
+func newKey(path string) (ssh.PublicKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "bloatbench lab")
+	if err != nil {
+		return nil, fmt.Errorf("encode key: %w", err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, fmt.Errorf("write key: %w", err)
+	}
+	return ssh.NewPublicKey(pub)
+}
+
+func waitPort(ctx context.Context, addr string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nothing answers on %s after %v", addr, within)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Down removes the named lab, or every lab when name is "".
+func Down(ctx context.Context, name string) error {
+	entries, err := os.ReadDir(StateDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", StateDir, err)
+	}
+	var errs []error
+	found := false
+	for _, e := range entries {
+		if name != "" && e.Name() != name {
+			continue
+		}
+		found = true
+		l := &Lab{Name: e.Name(), Dir: filepath.Join(StateDir, e.Name())}
+		if b, err := os.ReadFile(filepath.Join(l.Dir, "state.json")); err == nil {
+			json.Unmarshal(b, l)
+		}
+		if l.Hosts == nil {
+			if n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "bb")); err == nil {
+				l.Index, l.Hosts = n, plan(n)
+			}
+		}
+		errs = append(errs, l.down(ctx))
+	}
+	if name != "" && !found {
+		return fmt.Errorf("no lab %q is up (labs live in %s)", name, StateDir)
+	}
+	return errors.Join(errs...)
+}
+
+// down removes what the lab made: its processes, namespaces (which take their veths
+// with them), the host's management ends and the folder.
+func (l *Lab) down(ctx context.Context) error {
+	var errs []error
+	for _, h := range l.Hosts {
+		if out, err := exec.CommandContext(ctx, "ip", "netns", "pids", h.NetNS).Output(); err == nil {
+			for _, f := range strings.Fields(string(out)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		if _, err := os.Stat(filepath.Join("/run/netns", h.NetNS)); err == nil {
+			if err := run(ctx, "ip", "netns", "del", h.NetNS); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, err := net.InterfaceByName(h.HostDev); err == nil {
+			if err := run(ctx, "ip", "link", "del", h.HostDev); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, tmp := range []string{fmt.Sprintf("bb%dtc", l.Index), fmt.Sprintf("bb%dts", l.Index)} {
+		if _, err := net.InterfaceByName(tmp); err == nil {
+			run(ctx, "ip", "link", "del", tmp)
+		}
+	}
+	if err := os.RemoveAll(l.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", l.Dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+func run(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func lookPath(tool string) (string, error) {
+	if p, err := exec.LookPath(tool); err == nil {
+		return p, nil
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin"} {
+		if p := filepath.Join(d, tool); fileExists(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found", tool)
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
