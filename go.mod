@@ -5,13 +5,17 @@ go 1.26.8
 require (
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/prometheus-community/pro-bing v0.9.1
+	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/crypto v0.59.0
+	golang.org/x/sync v0.21.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
+	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sync v0.21.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )

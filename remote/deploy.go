@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -66,7 +67,11 @@ func (c *Conn) EnsureAgent(ctx context.Context, self, selfHash, agentPath string
 	if err != nil {
 		return "", fmt.Errorf("read own executable: %w", err)
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	// Hosts may share a home directory (the local lab's namespaces do): each upload
+	// writes its own temporary file and renames it into place.
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := fmt.Sprintf("%s.%s.tmp", path, hex.EncodeToString(rnd[:]))
 	install := fmt.Sprintf("mkdir -p .cache/bloatbench && cat > %[1]s && chmod 755 %[1]s && [ \"$(sha256sum < %[1]s)\" = %[2]s ] && mv -f %[1]s %[3]s",
 		Quote(tmp), Quote(selfHash+"  -"), Quote(path))
 	if _, err := c.Output(ctx, install, bytes.NewReader(bin)); err != nil {

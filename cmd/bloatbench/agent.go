@@ -1,0 +1,21 @@
+package main
+
+import (
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bloatbench/bloatbench/agent"
+)
+
+func agentCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "agent",
+		Hidden:    true,
+		Usage:     "run as an endpoint's agent, speaking the agent protocol on stdin and stdout (the controller starts it over SSH)",
+		UsageText: "bloatbench agent   # started by the controller; not for people",
+		Action: func(c *cli.Context) error {
+			return (&agent.Server{Version: buildVersion()}).Serve(c.Context, os.Stdin, os.Stdout)
+		},
+	}
+}

@@ -1,0 +1,55 @@
+// Command bloatbench A/B-tests Linux queueing disciplines on a real testbed.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; otherwise the
+// module's build information gives it.
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += "+" + s.Value[:12]
+			}
+			if s.Key == "vcs.modified" && s.Value == "true" {
+				v += "-dirty"
+			}
+		}
+		return v
+	}
+	return "unknown"
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:                 "bloatbench",
+		Usage:                "A/B-test Linux qdiscs on a testbed: TCP streams and ping, flent-style summaries",
+		Version:              buildVersion(),
+		EnableBashCompletion: true,
+		Commands:             []*cli.Command{runCommand(), summaryCommand(), testsCommand(), testbedCommand(), versionCommand(), agentCommand()},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newApp().RunContext(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "bloatbench:", err)
+		os.Exit(1)
+	}
+}

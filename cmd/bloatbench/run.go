@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/remote"
+	"github.com/bloatbench/bloatbench/report"
+	"github.com/bloatbench/bloatbench/testbed"
+	"github.com/bloatbench/bloatbench/tests"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run a test between the inventory's client and server, record it, and print its summary",
+		ArgsUsage: "TEST",
+		UsageText: "bloatbench run -H hosts.yaml|local [options] TEST\n\nExamples:\n" +
+			"   bloatbench run -H local tcp_4down\n" +
+			"   bloatbench run -H local --local-rate 100mbit --local-gso off -l 30 -t 'htb 100mbit' tcp_4down\n" +
+			"   bloatbench run -H hosts.yaml --te download_streams=8 --te cc=bbr -l 60 -t 'MQ + FQ_CODEL' tcp_ndown",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "inventory file, or local: a local lab brought up for this run and taken down after (needs root)"},
+			&cli.StringFlag{Name: "length", Aliases: []string{"l"}, Value: "60", Usage: "how long the streams run: seconds, or a duration like 90s"},
+			&cli.StringFlag{Name: "step", Aliases: []string{"s"}, Value: "0.2", Usage: "sampling and ping interval: seconds (at least 0.01), or a duration like 200ms"},
+			&cli.StringFlag{Name: "delay", Aliases: []string{"d"}, Value: "5", Usage: "idle ping before the streams start and after they end: seconds or a duration"},
+			&cli.StringFlag{Name: "title", Aliases: []string{"t"}, Usage: "the run's title, shown in its summary"},
+			&cli.StringSliceFlag{Name: "te", Usage: "set a test parameter, KEY=VALUE (repeatable); `bloatbench tests` lists them"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "results", Usage: "folder for data files"},
+			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "add unknown host keys to known_hosts (OpenSSH's StrictHostKeyChecking=accept-new); changed keys are refused all the same"},
+			formatFlag(),
+		}, labFlags("local-")...),
+		Action: runAction,
+	}
+}
+
+// parseSeconds reads "60", "0.2" (seconds) or "90s", "200ms" (Go durations).
+func parseSeconds(flag, s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: write seconds (60, 0.2) or a duration (90s, 200ms)", flag, s)
+	}
+	return d, nil
+}
+
+func runAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("run needs one test name, e.g. bloatbench run -H local tcp_4down (bloatbench tests lists them)")
+	}
+	def, err := tests.Get(c.Args().First())
+	if err != nil {
+		return err
+	}
+	set := map[string]string{}
+	for _, kv := range c.StringSlice("te") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--te %q: write KEY=VALUE, e.g. --te download_streams=4", kv)
+		}
+		set[k] = v
+	}
+	plan, err := def.Resolve(set)
+	if err != nil {
+		return err
+	}
+	o := controller.Options{Plan: plan, Title: c.String("title"), OutputDir: c.String("output"),
+		Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"length", &o.Length}, {"step", &o.Step}, {"delay", &o.Delay}} {
+		if *f.dst, err = parseSeconds(f.name, c.String(f.name)); err != nil {
+			return err
+		}
+	}
+	if err := o.Check(); err != nil {
+		return err
+	}
+	if err := report.Write(discard{}, c.String("format"), nil); err != nil {
+		return err
+	}
+	if o.Self, err = os.Executable(); err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	if o.SelfHash, err = remote.FileHash(o.Self); err != nil {
+		return err
+	}
+	if o.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys")); err != nil {
+		return err
+	}
+
+	invPath := c.String("hosts")
+	if invPath == "local" {
+		lab, err := testbed.Up(c.Context, labOptions(c, "local-"), "")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Taken down even when the run was interrupted.
+			if err := testbed.Down(context.WithoutCancel(c.Context), lab.Name); err != nil {
+				fmt.Fprintln(c.App.ErrWriter, "bloatbench: take the local lab down:", err)
+			}
+		}()
+		invPath = lab.Inventory
+		if o.Title == "" {
+			o.Title = "local lab"
+		}
+	}
+	if o.Inventory, err = inventory.Load(invPath); err != nil {
+		return err
+	}
+	if o.Title == "" {
+		o.Title = strings.TrimSuffix(filepath.Base(invPath), filepath.Ext(invPath))
+	}
+
+	path, runErr := controller.Run(c.Context, o)
+	if path != "" {
+		run, err := datafile.Read(path)
+		if err != nil {
+			return err
+		}
+		if err := report.Write(c.App.Writer, c.String("format"), []report.Summary{report.Summarize(run)}); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "data file: %s\n", path)
+	}
+	return runErr
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,405 @@
+// Package controller runs one test: it connects to the endpoints, starts their
+// agents, drives the runners on the plan's schedule and records every sample into a
+// data file as it arrives. It reports nothing itself: the report package reads the file.
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bloatbench/bloatbench/agent"
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/remote"
+	"github.com/bloatbench/bloatbench/runners"
+	"github.com/bloatbench/bloatbench/tests"
+)
+
+// PingSeries is the ICMP ping series' name, flent's.
+const PingSeries = "Ping (ms) ICMP"
+
+// Options of one run.
+type Options struct {
+	Inventory *inventory.Inventory
+	Plan      *tests.Plan
+	Title     string
+	Length    time.Duration
+	Step      time.Duration
+	Delay     time.Duration
+	OutputDir string
+	Dialer    *remote.Dialer
+	// Self is the controller's executable and SelfHash its SHA-256: what is copied
+	// to endpoints as the agent.
+	Self, SelfHash string
+	Version        string
+	CommandLine    []string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Check validates the options' numbers.
+func (o *Options) Check() error {
+	switch {
+	case o.Length <= 0:
+		return fmt.Errorf("--length %v: must be more than 0", o.Length)
+	case o.Step < time.Duration(runners.MinPingInterval*float64(time.Second)):
+		return fmt.Errorf("--step %v: must be at least 10ms", o.Step)
+	case o.Step > o.Length:
+		return fmt.Errorf("--step %v is longer than --length %v", o.Step, o.Length)
+	case o.Delay < 0:
+		return fmt.Errorf("--delay %v: must not be negative", o.Delay)
+	}
+	return nil
+}
+
+type endpoint struct {
+	role  string
+	label string // "server (root@198.19.0.6)"
+	host  *inventory.Host
+	conn  *remote.Conn
+	proc  *remote.Process
+	agent *agent.Client
+	hello *agent.Hello
+	info  datafile.Host
+	tail  *tailBuffer
+}
+
+// recorder writes what agents send into the data file.
+type recorder struct {
+	w    *datafile.Writer
+	done chan jobEnd
+	mu   sync.Mutex
+	err  error
+}
+
+type jobEnd struct {
+	host, job string
+	err       error
+}
+
+func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
+	for series, ss := range batch {
+		if err := r.w.Append(series, ss); err != nil {
+			r.mu.Lock()
+			if r.err == nil {
+				r.err = err
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *recorder) JobDone(host, job string, err error) { r.done <- jobEnd{host, job, err} }
+
+func (r *recorder) Log(host, msg string) {
+	r.w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: host, Level: "warning", Message: msg})
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// Run runs the test and returns the data file's path. The file is kept whatever
+// happens once it exists; a run that fails is recorded as incomplete with its error.
+func Run(ctx context.Context, o Options) (path string, err error) {
+	if err := o.Check(); err != nil {
+		return "", err
+	}
+	inv := o.Inventory
+	eps := []*endpoint{{role: "client", host: inv.Role("client")}, {role: "server", host: inv.Role("server")}}
+	defer func() {
+		for _, ep := range eps {
+			ep.close()
+		}
+	}()
+	// Agents only send samples once jobs start, after the file exists.
+	rec := &recorder{done: make(chan jobEnd, 8)}
+	// Connect both before creating anything: a host that refuses us costs no file.
+	// Not errgroup.WithContext: its context ends with Wait, and the agents' sessions
+	// must outlive it.
+	var g errgroup.Group
+	for _, ep := range eps {
+		g.Go(func() error {
+			if err := o.connect(ctx, ep); err != nil {
+				return err
+			}
+			return o.startAgent(ctx, ep, rec)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	w, path, err := datafile.CreateIn(o.OutputDir, o.Plan.Test, o.Title, start)
+	if err != nil {
+		return "", err
+	}
+	rec.w = w
+	runErr := o.drive(ctx, eps, w, rec, start)
+	if runErr == nil {
+		rec.mu.Lock()
+		runErr = rec.err
+		rec.mu.Unlock()
+	}
+	if cerr := w.Close(runErr); cerr != nil && runErr == nil {
+		runErr = cerr
+	}
+	return path, runErr
+}
+
+func (o *Options) connect(ctx context.Context, ep *endpoint) error {
+	ep.label = fmt.Sprintf("%s (%s)", ep.host.Name, ep.host.SSH)
+	o.logf("connecting to %s", ep.label)
+	conn, err := o.Dialer.Dial(ctx, ep.host)
+	if err != nil {
+		return err
+	}
+	ep.conn = conn
+	path, err := conn.EnsureAgent(ctx, o.Self, o.SelfHash, ep.host.AgentPath)
+	if err != nil {
+		return err
+	}
+	// The agent lives as long as this session: when the controller goes, its stdin
+	// closes and it stops every runner.
+	proc, err := conn.Start(ctx, "exec "+remote.Quote(path)+" agent")
+	if err != nil {
+		return err
+	}
+	ep.proc = proc
+	ep.tail = &tailBuffer{max: 4096}
+	go io.Copy(ep.tail, proc.Stderr)
+	ep.info = datafile.Host{Role: ep.role, Name: ep.host.Name, SSH: ep.host.SSH, TestIP: ep.host.TestIP}
+	return nil
+}
+
+func (o *Options) startAgent(ctx context.Context, ep *endpoint, h agent.Handler) error {
+	ep.agent = agent.NewClient(ep.label, ep.proc.Stdout, ep.proc.Stdin, h)
+	hello, err := ep.agent.Hello(ctx)
+	if err != nil {
+		return ep.deathErr(err)
+	}
+	ep.hello = hello
+	off, rtt, err := ep.agent.SyncClock(ctx, 7)
+	if err != nil {
+		return ep.deathErr(err)
+	}
+	ep.info.Hostname, ep.info.Kernel = hello.Hostname, hello.Kernel
+	ep.info.ClockOffset, ep.info.ClockRTT = off.Seconds(), rtt.Seconds()
+	o.logf("agent on %s: %s, kernel %s, clock offset %+.3f ms (±%.3f ms)", ep.label, hello.Hostname, hello.Kernel,
+		off.Seconds()*1e3, rtt.Seconds()*1e3/2)
+	return nil
+}
+
+func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, start time.Time) error {
+	client, server := eps[0], eps[1]
+	p := o.Plan
+	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
+	total := length + 2*delay
+	meta := datafile.Metadata{
+		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
+		Length: length, Delay: delay, Step: step, TotalLength: total,
+		Hosts: []datafile.Host{client.info, server.info}, ToolVersion: o.Version, CommandLine: o.CommandLine,
+	}
+	var flows []runners.StreamFlow
+	series := []datafile.Series{}
+	if p.Ping {
+		series = append(series, datafile.Series{Name: PingSeries, Kind: datafile.KindPing, Units: "ms", Host: "client", Target: server.host.TestIP})
+	}
+	for _, f := range p.Flows {
+		measuredBy := "client"
+		if f.Direction == tests.Upload {
+			measuredBy = "server"
+		}
+		series = append(series, datafile.Series{Name: f.Name(), Kind: datafile.KindTCP, Units: "Mbits/s", Host: measuredBy,
+			Direction: f.Direction, Flow: f.Index, CC: f.CC})
+		flows = append(flows, runners.StreamFlow{Name: f.Name(), Direction: f.Direction, CC: f.CC})
+	}
+	if err := w.Header(meta); err != nil {
+		return err
+	}
+	for _, s := range series {
+		if err := w.AddSeries(s); err != nil {
+			return err
+		}
+	}
+
+	tok := make([]byte, 16)
+	rand.Read(tok)
+	token := hex.EncodeToString(tok)
+	running := map[string]*endpoint{}
+	if len(flows) > 0 {
+		m, err := server.agent.Call(ctx, agent.Request{Op: agent.OpListen, Job: "listen",
+			Listen: &runners.ListenSpec{Addr: server.host.TestIP, Token: token, Step: step}})
+		if err != nil {
+			return server.deathErr(err)
+		}
+		defer func() {
+			// The listener ends with the run, however the run ends.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			server.agent.Call(sctx, agent.Request{Op: agent.OpStop, Job: "listen"})
+		}()
+		flowsAddr := net.JoinHostPort(server.host.TestIP, strconv.Itoa(m.Port))
+		startStreams := func() error {
+			_, err := client.agent.Call(ctx, agent.Request{Op: agent.OpStreams, Job: "streams",
+				Streams: &runners.StreamsSpec{Addr: flowsAddr, Token: token, Step: step, Duration: length, Flows: flows}})
+			if err != nil {
+				return client.deathErr(err)
+			}
+			running["streams"] = client
+			return nil
+		}
+		o.logf("running %s for %gs, %d streams, ping every %gs from %gs before to %gs after", p.Test, length, len(flows), step, delay, delay)
+		if p.Ping {
+			if err := o.startPing(ctx, client, server, total, step); err != nil {
+				return err
+			}
+			running["ping"] = client
+		}
+		if err := o.wait(ctx, eps, rec, running, time.Until(start.Add(o.Delay))); err != nil {
+			return err
+		}
+		if err := startStreams(); err != nil {
+			return err
+		}
+	} else if p.Ping {
+		if err := o.startPing(ctx, client, server, total, step); err != nil {
+			return err
+		}
+		running["ping"] = client
+	}
+	return o.wait(ctx, eps, rec, running, -1)
+}
+
+func (o *Options) startPing(ctx context.Context, client, server *endpoint, total, step float64) error {
+	_, err := client.agent.Call(ctx, agent.Request{Op: agent.OpPing, Job: "ping",
+		Ping: &runners.PingSpec{Series: PingSeries, Target: server.host.TestIP, Interval: step, Duration: total}})
+	return client.deathErr(err)
+}
+
+// wait waits for the running jobs to end (for at most d when d >= 0), failing as soon
+// as an agent dies, a job fails or ctx ends.
+func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, running map[string]*endpoint, d time.Duration) error {
+	var timer <-chan time.Time
+	if d >= 0 {
+		timer = time.After(d)
+	}
+	for {
+		if d < 0 && len(running) == 0 {
+			return nil
+		}
+		select {
+		case <-timer:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("run interrupted: %w", context.Cause(ctx))
+		case <-eps[0].agent.Dead():
+			return eps[0].deathErr(eps[0].agent.Err())
+		case <-eps[1].agent.Dead():
+			return eps[1].deathErr(eps[1].agent.Err())
+		case e := <-rec.done:
+			delete(running, e.job)
+			if e.err != nil {
+				// A stream fails when the far agent dies: name the cause, not the symptom.
+				select {
+				case <-eps[0].agent.Dead():
+					return eps[0].deathErr(eps[0].agent.Err())
+				case <-eps[1].agent.Dead():
+					return eps[1].deathErr(eps[1].agent.Err())
+				case <-time.After(500 * time.Millisecond):
+				}
+				return e.err
+			}
+		}
+	}
+}
+
+// deathErr adds what is known of an agent's end to err: its exit status and last
+// words on stderr.
+func (ep *endpoint) deathErr(err error) error {
+	if err == nil || ep.agent == nil {
+		return err
+	}
+	select {
+	case <-ep.agent.Dead():
+	default:
+		return err
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- ep.proc.Wait() }()
+	var why string
+	select {
+	case werr := <-waited:
+		var ee *ssh.ExitError
+		var missing *ssh.ExitMissingError
+		switch {
+		case errors.As(werr, &ee) && ee.Signal() != "":
+			why = "killed by signal " + ee.Signal()
+		case errors.As(werr, &ee):
+			why = fmt.Sprintf("exit status %d", ee.ExitStatus())
+		case errors.As(werr, &missing):
+			why = "exited without a status (killed?)"
+		}
+	case <-time.After(time.Second):
+	}
+	if why != "" {
+		err = fmt.Errorf("%w (%s)", err, why)
+	}
+	if t := strings.TrimSpace(ep.tail.String()); t != "" {
+		err = fmt.Errorf("%w; its stderr: %s", err, t)
+	}
+	return err
+}
+
+func (ep *endpoint) close() {
+	if ep.proc != nil {
+		ep.proc.Stdin.Close()
+		done := make(chan struct{})
+		go func() { ep.proc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		ep.proc.Close()
+	}
+	if ep.conn != nil {
+		ep.conn.Close()
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
