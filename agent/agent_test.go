@@ -201,4 +201,3 @@ func TestAgentDeathFailsPendingCalls(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-

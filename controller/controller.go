@@ -339,11 +339,10 @@ func (ep *endpoint) deathErr(err error) error {
 	default:
 		return err
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- ep.proc.Wait() }()
 	var why string
 	select {
-	case werr := <-waited:
+	case <-ep.proc.Exited():
+		werr := ep.proc.Wait()
 		var ee *ssh.ExitError
 		var missing *ssh.ExitMissingError
 		switch {
@@ -368,10 +367,8 @@ func (ep *endpoint) deathErr(err error) error {
 func (ep *endpoint) close() {
 	if ep.proc != nil {
 		ep.proc.Stdin.Close()
-		done := make(chan struct{})
-		go func() { ep.proc.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-ep.proc.Exited():
 		case <-time.After(5 * time.Second):
 		}
 		ep.proc.Close()

@@ -400,10 +400,12 @@ func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte,
 
 // Process is a long-running remote command with its pipes.
 type Process struct {
-	Stdin  io.WriteCloser
-	Stdout io.Reader
-	Stderr io.Reader
-	s      *ssh.Session
+	Stdin   io.WriteCloser
+	Stdout  io.Reader
+	Stderr  io.Reader
+	s       *ssh.Session
+	exited  chan struct{}
+	exitErr error
 }
 
 // Start runs a long-lived command; ending ctx closes its session.
@@ -426,11 +428,23 @@ func (c *Conn) Start(ctx context.Context, cmd string) (*Process, error) {
 		return nil, fmt.Errorf("host %s: start %q: %w", c.Target.Name, cmd, err)
 	}
 	context.AfterFunc(ctx, func() { s.Close() })
+	// ssh.Session.Wait answers once; every later caller would block forever.
+	p.exited = make(chan struct{})
+	go func() {
+		p.exitErr = s.Wait()
+		close(p.exited)
+	}()
 	return p, nil
 }
 
-// Wait waits for the process to exit.
-func (p *Process) Wait() error { return p.s.Wait() }
+// Wait waits for the process to exit; any number of callers may wait.
+func (p *Process) Wait() error {
+	<-p.exited
+	return p.exitErr
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Close ends the process's session.
 func (p *Process) Close() error { return p.s.Close() }

@@ -282,7 +282,9 @@ func receive(c net.Conn, series string, step float64, emit Emit) error {
 // setCongestion sets TCP_CONGESTION on a socket.
 func setCongestion(rc syscall.RawConn, cc string) error {
 	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, cc) }); err != nil {
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, cc)
+	}); err != nil {
 		return err
 	}
 	if serr != nil {

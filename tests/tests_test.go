@@ -79,10 +79,10 @@ func TestResolve(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
-		"name: x\nbogus: 1\n":                                                "field bogus not found",
-		"description: y\n":                                                   `missing key "name"`,
-		"name: x\nstreams:\n  - {direction: sideways, count: n}\n":           "direction",
-		"name: x\nstreams:\n  - {direction: upload, count: n}\n":             `names parameter "n"`,
+		"name: x\nbogus: 1\n": "field bogus not found",
+		"description: y\n":    `missing key "name"`,
+		"name: x\nstreams:\n  - {direction: sideways, count: n}\n":                                    "direction",
+		"name: x\nstreams:\n  - {direction: upload, count: n}\n":                                      `names parameter "n"`,
 		"name: x\nparameters: {n: {default: '1'}}\nstreams: [{direction: upload, count: n, cc: c}]\n": `names parameter "c"`,
 	}
 	for in, want := range cases {

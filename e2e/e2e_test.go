@@ -1,0 +1,383 @@
+// Package e2e runs the bloatbench binary against real local labs: network
+// namespaces, veth links shaped with real tc, a real sshd in each namespace, real SSH.
+// It needs root, iproute2, openssh-server, iputils-ping and ethtool (.ci/run
+// installs them).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: these tests build network namespaces and start sshd: run them as root (sudo make test)")
+		os.Exit(1)
+	}
+	for _, tool := range []string{"ip", "tc", "ping", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s is missing: install iproute2 iputils-ping ethtool openssh-server (see .ci/run)\n", tool)
+			os.Exit(1)
+		}
+	}
+	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: /usr/sbin/sshd is missing: apt-get install openssh-server")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "bloatbench-e2e")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "bloatbench")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/bloatbench").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+func bb(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	return result{o.String(), e.String(), err}
+}
+
+// lab brings up a local lab for the test and takes it down after.
+func lab(t *testing.T, args ...string) (invPath string, inv *inventory.Inventory) {
+	t.Helper()
+	invPath = filepath.Join(t.TempDir(), "lab.yaml")
+	r := bb(t, append([]string{"testbed", "up", "--out", invPath}, args...)...)
+	if r.err != nil {
+		t.Fatalf("testbed up: %v\n%s", r.err, r.stderr)
+	}
+	t.Cleanup(func() {
+		if r := bb(t, "testbed", "down", "-H", invPath); r.err != nil {
+			t.Errorf("testbed down: %v\n%s", r.err, r.stderr)
+		}
+		if _, err := os.Stat("/run/netns/" + inv.Testbed + "-client"); err == nil {
+			t.Errorf("testbed down left namespace %s-client", inv.Testbed)
+		}
+	})
+	inv, err := inventory.Load(invPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return invPath, inv
+}
+
+type jsonSummary struct {
+	Runs []struct {
+		Test       string `json:"test"`
+		Incomplete bool   `json:"incomplete"`
+		Rows       []struct {
+			Name   string   `json:"name"`
+			Avg    *float64 `json:"avg"`
+			Median *float64 `json:"median"`
+			Points int      `json:"points"`
+			Units  string   `json:"units"`
+		} `json:"rows"`
+	} `json:"runs"`
+}
+
+func parseSummary(t *testing.T, out string) map[string]float64 {
+	t.Helper()
+	var s jsonSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Runs) != 1 {
+		t.Fatalf("summary JSON: %v\n%s", err, out)
+	}
+	medians := map[string]float64{}
+	for _, r := range s.Runs[0].Rows {
+		if r.Median == nil || r.Points == 0 {
+			t.Errorf("row %s has no data", r.Name)
+			continue
+		}
+		medians[r.Name] = *r.Median
+	}
+	return medians
+}
+
+func dataFile(t *testing.T, dir string) *datafile.Run {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+datafile.Ext))
+	if len(files) != 1 {
+		t.Fatalf("want one data file in %s, have %v", dir, files)
+	}
+	run, err := datafile.Read(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// The issue's command, on a lab brought up and taken down by run itself.
+func TestRunLocalDownload(t *testing.T) {
+	before, _ := filepath.Glob("/run/netns/bb*")
+	out := t.TempDir()
+	r := bb(t, "run", "-H", "local", "--te", "download_streams=4", "-l", "10", "-d", "2", "-o", out, "tcp_ndown")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	for _, row := range []string{"Ping (ms) ICMP ", "Ping (ms) ICMP idle", "TCP download avg", "TCP download sum",
+		"TCP download::1", "TCP download::2", "TCP download::3", "TCP download::4"} {
+		if !strings.Contains(r.stdout, " "+row) {
+			t.Errorf("no row %q in\n%s", row, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "Summary of tcp_ndown run 'local lab'") || !strings.Contains(r.stderr, "data file: "+out) {
+		t.Errorf("output:\n%s\n%s", r.stdout, r.stderr)
+	}
+	run := dataFile(t, out)
+	if run.Incomplete || run.Metadata.Hosts[0].Kernel == "" || run.Metadata.Parameters["download_streams"] != "4" {
+		t.Errorf("data file metadata %+v incomplete=%v %s", run.Metadata, run.Incomplete, run.Error)
+	}
+	after, _ := filepath.Glob("/run/netns/bb*")
+	if len(after) != len(before) {
+		t.Errorf("run -H local left namespaces: before %v, after %v", before, after)
+	}
+	// summary reads the same file into the same table.
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	s := bb(t, "summary", files[0])
+	if s.err != nil || !strings.Contains(r.stdout, strings.TrimSpace(s.stdout)) {
+		t.Errorf("summary differs from run's table:\n%s\n%v", s.stdout, s.err)
+	}
+}
+
+// htb at 100 Mbit/s with GSO off: the TCP payload rate is 100 x 1448/1514 (timestamps on).
+func TestShapedThroughput(t *testing.T) {
+	inv, _ := lab(t, "--rate", "100mbit", "--gso", "off")
+	r := bb(t, "run", "-H", inv, "-l", "15", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	got := parseSummary(t, r.stdout)["TCP download sum"]
+	want := 100 * 1448.0 / 1514
+	t.Logf("TCP download sum median %.2f Mbit/s, htb payload rate %.2f", got, want)
+	if math.Abs(got-want)/want > 0.02 {
+		t.Errorf("TCP download sum median %.2f Mbit/s is not within 2%% of %.2f", got, want)
+	}
+}
+
+// A 300000-byte bfifo at 100 Mbit/s holds at most 24 ms: our ping must agree with
+// iputils ping run alongside, and never exceed what the buffer allows.
+func TestBfifoPingAgreesWithIputils(t *testing.T) {
+	invPath, inv := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
+	const length, delay = 15, 2
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ping := exec.CommandContext(ctx, "ip", "netns", "exec", inv.Testbed+"-client", "ping", "-D", "-n", "-i", "0.2", "-w", fmt.Sprint(length+2*delay+2), inv.Hosts["server"].TestIP)
+	var pingOut bytes.Buffer
+	ping.Stdout = &pingOut
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bb(t, "run", "-H", invPath, "-l", fmt.Sprint(length), "-d", fmt.Sprint(delay), "-o", out, "--format", "json", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	ping.Wait()
+	medians := parseSummary(t, r.stdout)
+	run := dataFile(t, out)
+	m := run.Metadata
+	loadStart, loadEnd := m.T0+m.Delay, m.T0+m.Delay+m.Length
+	var theirs []float64
+	for _, line := range strings.Split(pingOut.String(), "\n") {
+		var ts, rtt float64
+		i := strings.Index(line, "time=")
+		if i < 0 || !strings.HasPrefix(line, "[") {
+			continue
+		}
+		if _, err := fmt.Sscanf(line[1:], "%f]", &ts); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(line[i:], "time=%f", &rtt); err != nil {
+			continue
+		}
+		if ts >= loadStart && ts <= loadEnd {
+			theirs = append(theirs, rtt)
+		}
+	}
+	if len(theirs) < 50 {
+		t.Fatalf("iputils ping gave %d loaded replies:\n%s", len(theirs), pingOut.String())
+	}
+	ours, theirMedian := medians["Ping (ms) ICMP"], median(theirs)
+	idle := medians["Ping (ms) ICMP idle"]
+	t.Logf("loaded ping median: bloatbench %.2f ms, iputils %.2f ms; idle %.3f ms", ours, theirMedian, idle)
+	if math.Abs(ours-theirMedian)/theirMedian > 0.10 {
+		t.Errorf("loaded ping median %.2f ms differs from iputils' %.2f ms by more than 10%%", ours, theirMedian)
+	}
+	if idle >= 1 {
+		t.Errorf("idle ping %.3f ms, want under 1 ms", idle)
+	}
+	limit := (300000*8/100e6*1e3 + idle) * 1.1
+	for _, s := range run.Samples["Ping (ms) ICMP"] {
+		if !s.Lost && s.T >= loadStart && s.T <= loadEnd && s.V > limit {
+			t.Errorf("loaded ping sample %.2f ms exceeds the %.2f ms the buffer allows", s.V, limit)
+		}
+	}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func TestTCP128Down(t *testing.T) {
+	inv, _ := lab(t, "--rate", "200mbit")
+	r := bb(t, "run", "-H", inv, "-l", "10", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_128down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	medians := parseSummary(t, r.stdout)
+	for i := 1; i <= 128; i++ {
+		if _, ok := medians[fmt.Sprintf("TCP download::%d", i)]; !ok {
+			t.Errorf("flow %d missing from the table", i)
+		}
+	}
+	t.Logf("128 flows: sum median %.2f Mbit/s, loaded ping median %.2f ms", medians["TCP download sum"], medians["Ping (ms) ICMP"])
+}
+
+func TestHostKeys(t *testing.T) {
+	invPath, inv := lab(t)
+	dir := filepath.Dir(invPath)
+	serverLog := filepath.Join("/run/bloatbench/labs", inv.Testbed, "server_sshd.log")
+	accepted := func() int {
+		b, _ := os.ReadFile(serverLog)
+		return strings.Count(string(b), "Accepted publickey")
+	}
+	withKnownHosts := func(name, content string) string {
+		kh := filepath.Join(dir, name)
+		if err := os.WriteFile(kh, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(invPath)
+		p := filepath.Join(dir, name+".yaml")
+		os.WriteFile(p, bytes.ReplaceAll(b, []byte(inv.Hosts["server"].KnownHosts), []byte(kh)), 0o644)
+		return p
+	}
+	t.Run("unknown", func(t *testing.T) {
+		before := accepted()
+		p := withKnownHosts("empty_known_hosts", "")
+		r := bb(t, "run", "-H", p, "-l", "1", "-d", "0", "-o", t.TempDir(), "tcp_4down")
+		if r.err == nil || !strings.Contains(r.stderr, "unknown host key") || !strings.Contains(r.stderr, "SHA256:") || !strings.Contains(r.stderr, "host server") {
+			t.Fatalf("want a refusal naming the host and fingerprint, got %v:\n%s", r.err, r.stderr)
+		}
+		if n := accepted(); n != before {
+			t.Errorf("the server's sshd logged %d logins after the refusal: something ran there", n-before)
+		}
+		// accept-new adds the key and the run goes ahead.
+		r = bb(t, "run", "-H", p, "--accept-new-host-keys", "-l", "1", "-d", "0", "-o", t.TempDir(), "tcp_4down")
+		if r.err != nil {
+			t.Fatalf("--accept-new-host-keys: %v\n%s", r.err, r.stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "empty_known_hosts")); !strings.Contains(string(b), inv.Hosts["server"].SSH[len("root@"):]) {
+			t.Errorf("known_hosts after accept-new: %q", b)
+		}
+	})
+	t.Run("changed", func(t *testing.T) {
+		// The client's key listed under the server's address: a changed key.
+		b, _ := os.ReadFile(inv.Hosts["server"].KnownHosts)
+		var clientLine string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, inv.Hosts["client"].SSH[len("root@"):]+" ") {
+				clientLine = l
+			}
+		}
+		srvAddr := inv.Hosts["server"].SSH[len("root@"):]
+		p := withKnownHosts("changed_known_hosts", srvAddr+clientLine[strings.Index(clientLine, " "):]+"\n")
+		r := bb(t, "run", "-H", p, "--accept-new-host-keys", "-l", "1", "-d", "0", "-o", t.TempDir(), "tcp_4down")
+		if r.err == nil || !strings.Contains(r.stderr, "HOST KEY HAS CHANGED") {
+			t.Fatalf("want a changed-key refusal even with accept-new, got %v:\n%s", r.err, r.stderr)
+		}
+	})
+}
+
+func TestServerAgentKilledMidRun(t *testing.T) {
+	invPath, inv := lab(t, "--rate", "100mbit")
+	out := t.TempDir()
+	cmd := exec.Command(bin, "run", "-H", invPath, "-l", "20", "-d", "1", "-o", out, "tcp_4down")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second)
+	pids, _ := exec.Command("ip", "netns", "pids", inv.Testbed+"-server").Output()
+	killed := 0
+	for _, p := range strings.Fields(string(pids)) {
+		cl, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		if bytes.Contains(cl, []byte("agent")) && !bytes.Contains(cl, []byte("sshd")) {
+			exec.Command("kill", "-9", p).Run()
+			killed++
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("found %d agents in the server namespace", killed)
+	}
+	start := time.Now()
+	err := cmd.Wait()
+	if err == nil {
+		t.Fatalf("run succeeded after its server agent was killed:\n%s", stdout.String())
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("run took %v to notice", time.Since(start))
+	}
+	if !strings.Contains(stderr.String(), "agent on host server") {
+		t.Errorf("error does not name the host:\n%s", stderr.String())
+	}
+	run := dataFile(t, out)
+	if !run.Incomplete || !strings.Contains(run.Error, "server") {
+		t.Errorf("data file: incomplete=%v error=%q", run.Incomplete, run.Error)
+	}
+	if n := len(run.Samples["TCP download::1"]); n < 10 {
+		t.Errorf("data file kept %d samples of flow 1", n)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	r := bb(t, "summary", files[0])
+	if r.err != nil || !strings.Contains(r.stdout, "INCOMPLETE") || !strings.Contains(r.stdout, "TCP download sum") {
+		t.Errorf("summary of the incomplete file: %v\n%s", r.err, r.stdout)
+	}
+}
+
+func TestBadInventoryNamesFileLineKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hosts.yaml")
+	os.WriteFile(p, []byte("hosts:\n  a: {ssh: root@192.0.2.1, test_ip: 10.0.0.1}\n  b: {ssh: root@192.0.2.2, test_ip: 10.0.0.300}\nclient: a\nserver: b\n"), 0o644)
+	r := bb(t, "run", "-H", p, "tcp_4down")
+	if r.err == nil || !strings.Contains(r.stderr, p+":3: hosts.b.test_ip") {
+		t.Errorf("got %v:\n%s", r.err, r.stderr)
+	}
+}
