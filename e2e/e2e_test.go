@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -379,5 +380,49 @@ func TestBadInventoryNamesFileLineKey(t *testing.T) {
 	r := bb(t, "run", "-H", p, "tcp_4down")
 	if r.err == nil || !strings.Contains(r.stderr, p+":3: hosts.b.test_ip") {
 		t.Errorf("got %v:\n%s", r.err, r.stderr)
+	}
+}
+
+// An ~/.ssh/config alias with ProxyJump, through a real sshd: the jump host is the
+// client namespace's sshd, which then dials its own address.
+func TestSSHConfigAliasWithProxyJump(t *testing.T) {
+	invPath, inv := lab(t)
+	home := t.TempDir()
+	client := inv.Hosts["client"]
+	addr := strings.TrimPrefix(client.SSH, "root@")
+	cfg := fmt.Sprintf(`Host jump
+  HostName %[1]s
+  User root
+  IdentityFile %[2]s
+  UserKnownHostsFile %[3]s
+Host labclient
+  HostName %[1]s
+  User root
+  IdentityFile %[2]s
+  UserKnownHostsFile %[3]s
+  ProxyJump jump
+`, addr, client.IdentityFile, client.KnownHosts)
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(invPath)
+	b = bytes.Replace(b, []byte("ssh: "+client.SSH), []byte("ssh: labclient"), 1)
+	// The key must come from ~/.ssh/config: drop the inventory's for the client.
+	b = regexp.MustCompile(`(?m)^( +ssh: labclient\n(?: +test_ip: .*\n)?) +identity_file: .*\n`).ReplaceAll(b, []byte("$1"))
+	p := filepath.Join(t.TempDir(), "alias.yaml")
+	os.WriteFile(p, b, 0o644)
+	serverLog := filepath.Join("/run/bloatbench/labs", inv.Testbed, "client_sshd.log")
+	before, _ := os.ReadFile(serverLog)
+	cmd := exec.Command(bin, "run", "-H", p, "-l", "1", "-d", "0", "-o", t.TempDir(), "tcp_4down")
+	cmd.Env = append(os.Environ(), "HOME="+home, "SSH_AUTH_SOCK=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run through the alias: %v\n%s", err, out)
+	}
+	after, _ := os.ReadFile(serverLog)
+	// One login for the jump, one for the host behind it.
+	if n := strings.Count(string(after), "Accepted publickey") - strings.Count(string(before), "Accepted publickey"); n != 2 {
+		t.Errorf("client sshd logged %d logins, want 2 (jump + target)", n)
 	}
 }

@@ -50,7 +50,7 @@ type hello struct {
 }
 
 const (
-	bufSize        = 128 << 10
+	bufSize        = 1 << 20
 	helloTimeout   = 5 * time.Second
 	maxHelloLength = 4096
 	// senderGrace bounds how long a server keeps sending after the planned end, should

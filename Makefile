@@ -1,0 +1,30 @@
+# bloatbench: `sudo make demo` runs tcp_4down on a local lab; `sudo make test` runs
+# every test. Both install what they need first (Debian packages, as root).
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+
+.PHONY: build deps demo test lint bench clean
+
+build:
+	$(GO) build -o bloatbench ./cmd/bloatbench
+
+deps:
+	bash scripts/install-deps
+
+demo: deps build
+	./bloatbench run -H local --local-rate 100mbit --local-queue bfifo:300000 --local-gso off -l 20 -d 2 -t 'htb 100mbit, bfifo 300000' tcp_4down
+
+test: deps
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
+
+bench: deps build
+	bash bench/compare.sh
+
+clean:
+	-./bloatbench testbed down
+	rm -f bloatbench
