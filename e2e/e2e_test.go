@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,12 +237,27 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	if idle >= 1 {
 		t.Errorf("idle ping %.3f ms, want under 1 ms", idle)
 	}
-	limit := (300000*8/100e6*1e3 + idle) * 1.1
+	// What the buffer allows: 300000 bytes at 100 Mbit/s, plus the idle RTT, plus 10%.
+	// On this project's VM, htb (not tbf) sometimes holds a packet a few ms longer than
+	// that: iputils, with kernel receive timestamps, saw up to 28.5 ms. Our samples are
+	// held to the physical bound, or to the reference's own worst in the same run
+	// (plus the same 10% margin) when the kernel itself went past it.
+	bound := (300000*8/100e6*1e3 + idle) * 1.1
+	theirMax := slices.Max(theirs)
+	limit := math.Max(bound, theirMax+0.1*bound)
+	maxOurs, over := 0.0, 0
 	for _, s := range run.Samples["Ping (ms) ICMP"] {
-		if !s.Lost && s.T >= loadStart && s.T <= loadEnd && s.V > limit {
-			t.Errorf("loaded ping sample %.2f ms exceeds the %.2f ms the buffer allows", s.V, limit)
+		if !s.Lost && s.T >= loadStart && s.T <= loadEnd {
+			maxOurs = math.Max(maxOurs, s.V)
+			if s.V > bound {
+				over++
+			}
+			if s.V > limit {
+				t.Errorf("loaded ping sample %.2f ms exceeds %.2f ms (buffer bound %.2f ms, iputils' worst %.2f ms)", s.V, limit, bound, theirMax)
+			}
 		}
 	}
+	t.Logf("largest loaded sample: bloatbench %.2f ms, iputils %.2f ms; buffer bound %.2f ms; %d of ours above the bound", maxOurs, theirMax, bound, over)
 }
 
 func median(xs []float64) float64 {
