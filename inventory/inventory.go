@@ -28,9 +28,61 @@ type Inventory struct {
 	Client     string           `yaml:"client"`
 	Server     string           `yaml:"server"`
 	Bottleneck []Bottleneck     `yaml:"bottleneck"`
+	// Setups are qdisc setups declared here, by name, beside the built-in ones.
+	Setups map[string]*SetupSpec `yaml:"setups,omitempty"`
 	// Testbed names the local lab this inventory was written for, so that
 	// `testbed down -H FILE` knows what to remove.
 	Testbed string `yaml:"testbed,omitempty"`
+
+	lines map[string]int
+}
+
+// SetupSpec is a qdisc setup as written in the inventory; package qdisc checks it
+// and turns it into commands.
+type SetupSpec struct {
+	// Extends names a built-in or another inventory setup whose keys this one overrides.
+	Extends string `yaml:"extends,omitempty"`
+	Title   string `yaml:"title,omitempty"`
+	// Root is the qdisc at the root (or, with Rate, under the htb shaper).
+	Root *QdiscSpec `yaml:"root,omitempty"`
+	// MQ puts mq at the root with this qdisc under every tx queue.
+	MQ *QdiscSpec `yaml:"mq,omitempty"`
+	// Params override the leaf qdisc's parameters (of Root or MQ, inherited or not).
+	Params map[string]string `yaml:"params,omitempty"`
+	// Rate shapes with an htb class at this rate, with Root under it.
+	Rate string `yaml:"rate,omitempty"`
+	BQL  *BQLSpec `yaml:"bql,omitempty"`
+	// Offloads sets gso, tso, gro: on or off.
+	Offloads map[string]string `yaml:"offloads,omitempty"`
+}
+
+// QdiscSpec is one qdisc: its kind and tc parameters (a flag has an empty value).
+type QdiscSpec struct {
+	Kind   string            `yaml:"kind"`
+	Params map[string]string `yaml:"params,omitempty"`
+}
+
+// BQLSpec sets byte queue limits on every tx queue of a bottleneck device.
+type BQLSpec struct {
+	LimitMax *int `yaml:"limit_max,omitempty"`
+	LimitMin *int `yaml:"limit_min,omitempty"`
+}
+
+// Where returns "file:line: key" for a dotted key, for errors about it.
+func (inv *Inventory) Where(key string) string {
+	line := inv.lines[key]
+	for k := key; line == 0 && k != ""; {
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+		line = inv.lines[k]
+	}
+	if line == 0 {
+		return fmt.Sprintf("%s: %s", inv.Path, key)
+	}
+	return fmt.Sprintf("%s:%d: %s", inv.Path, line, key)
 }
 
 // Host is one endpoint.
@@ -122,6 +174,7 @@ func Parse(path string, data []byte) (*Inventory, error) {
 		return nil, yamlError(path, err, lines)
 	}
 	inv.Path = path
+	inv.lines = lines
 	if err := inv.check(lines); err != nil {
 		return nil, err
 	}

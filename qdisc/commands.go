@@ -1,0 +1,103 @@
+package qdisc
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/bloatbench/bloatbench/remote"
+)
+
+// Op is one operation on a host: a command, with its stdin for sysfs writes.
+type Op struct {
+	Argv  []string
+	Stdin string
+}
+
+// Shell is the operation as a person would type it (and as the host's shell runs it).
+func (o Op) Shell() string {
+	if o.Stdin != "" && len(o.Argv) == 2 && o.Argv[0] == "tee" {
+		return fmt.Sprintf("echo %s > %s", remote.Quote(o.Stdin), remote.Quote(o.Argv[1]))
+	}
+	return remote.Command(o.Argv...)
+}
+
+// run is how the host runs it: tee's copy of stdin is not wanted.
+func (o Op) run() string {
+	if len(o.Argv) > 0 && o.Argv[0] == "tee" {
+		return remote.Command(o.Argv...) + " >/dev/null"
+	}
+	return remote.Command(o.Argv...)
+}
+
+func bqlPath(dev string, q int, file string) string {
+	return fmt.Sprintf("/sys/class/net/%s/queues/tx-%d/byte_queue_limits/%s", dev, q, file)
+}
+
+func params(p map[string]string) []string {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, k)
+		if p[k] != "" {
+			out = append(out, p[k])
+		}
+	}
+	return out
+}
+
+// Commands applies the setup to dev, a device with txQueues transmit queues:
+// offloads, then BQL limits on every tx queue, then the qdisc tree.
+func (s *Setup) Commands(dev string, txQueues int) []Op {
+	var ops []Op
+	if len(s.Offloads) > 0 {
+		argv := []string{"ethtool", "-K", dev}
+		for _, k := range offloads {
+			if on, ok := s.Offloads[k]; ok {
+				argv = append(argv, k, map[bool]string{true: "on", false: "off"}[on])
+			}
+		}
+		ops = append(ops, Op{Argv: argv})
+	}
+	if s.BQL != nil {
+		for q := 0; q < txQueues; q++ {
+			if s.BQL.LimitMax != nil {
+				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, q, "limit_max")}, Stdin: strconv.Itoa(*s.BQL.LimitMax)})
+			}
+			if s.BQL.LimitMin != nil {
+				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, q, "limit_min")}, Stdin: strconv.Itoa(*s.BQL.LimitMin)})
+			}
+		}
+	}
+	tc := func(args ...string) Op { return Op{Argv: append([]string{"tc"}, args...)} }
+	switch {
+	case s.MQ != nil:
+		ops = append(ops, tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "mq"))
+		for q := 1; q <= txQueues; q++ {
+			ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "parent", fmt.Sprintf("1:%x", q), s.MQ.Kind}, params(s.MQ.Params)...)...))
+		}
+	case s.Rate != "":
+		ops = append(ops,
+			tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),
+			tc("class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", s.Rate, "ceil", s.Rate),
+			tc(append([]string{"qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", s.Root.Kind}, params(s.Root.Params)...)...))
+	default:
+		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "root", "handle", "1:", s.Root.Kind}, params(s.Root.Params)...)...))
+	}
+	return ops
+}
+
+// Script is the commands as lines a person can paste.
+func Script(ops []Op) string {
+	var b strings.Builder
+	for _, o := range ops {
+		b.WriteString(o.Shell())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,135 @@
+package qdisc
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./qdisc -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./qdisc -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func testInventory(t *testing.T) *inventory.Inventory {
+	inv, err := inventory.Load("testdata/inventory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// The exact commands every setup produces, for a 4-queue eth0.
+func TestCommandsGolden(t *testing.T) {
+	inv := testInventory(t)
+	var b strings.Builder
+	for _, name := range Names(inv) {
+		s, err := Resolve(name, inv)
+		if err != nil {
+			fmt.Fprintf(&b, "# %s: error: %v\n\n", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "# %s (%s), %s\n%s\n", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
+	}
+	golden(t, "commands.golden", []byte(b.String()))
+}
+
+func TestResolve(t *testing.T) {
+	inv := testInventory(t)
+	s, err := Resolve("dualpi2-15ms", inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MQ == nil || s.MQ.Kind != "dualpi2" || s.MQ.Params["target"] != "15ms" || s.Title != "MQ + DUALPI2 (target 15ms)" || s.Builtin {
+		t.Errorf("dualpi2-15ms: %+v %+v", s, s.MQ)
+	}
+	s, err = Resolve("cake-950-nogso", inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Root.Params["bandwidth"] != "950mbit" || s.Root.Params["split-gso"] != "" || *s.BQL.LimitMax != 45000 || s.Offloads["gso"] {
+		t.Errorf("two levels of extends lost something: %+v %+v", s, s.Root)
+	}
+	if _, ok := s.Root.Params["split-gso"]; !ok {
+		t.Error("cake's split-gso flag was not inherited")
+	}
+	if got := strings.Join(s.Kinds(), ","); got != "cake" {
+		t.Errorf("kinds %s", got)
+	}
+	if s, _ := Resolve("htb-100", inv); s == nil || strings.Join(s.Kinds(), ",") != "htb,fq_codel" {
+		t.Errorf("htb-100: %+v", s)
+	}
+	if s, _ := Resolve("mq+fq_codel", nil); s == nil || !s.Builtin || s.Source != "built-in" {
+		t.Errorf("a built-in without an inventory: %+v", s)
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	inv := testInventory(t)
+	cases := map[string][]string{
+		"nope":         {`unknown setup "nope"`, "mq+dualpi2", "htb+bfifo"},
+		"loop-a":       {"loop"},
+		"htb+fq_codel": {"needs a rate", "extends: htb+fq_codel"},
+	}
+	for name, wants := range cases {
+		_, err := Resolve(name, inv)
+		for _, w := range wants {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v lacks %q", name, err, w)
+			}
+		}
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	n := func(i int) *int { return &i }
+	cases := []struct {
+		spec inventory.SetupSpec
+		want string
+	}{
+		{inventory.SetupSpec{}, "exactly one of root"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, MQ: &inventory.QdiscSpec{Kind: "fq_codel"}}, "exactly one"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq codel"}}, "kind"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel", Params: map[string]string{"target": "5ms; reboot"}}}, "parameter"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel", Params: map[string]string{"$(x)": ""}}}, "parameter"},
+		{inventory.SetupSpec{MQ: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "100mbit"}, "goes with root"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "fast"}, "tc rate"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, BQL: &inventory.BQLSpec{LimitMax: n(-1)}}, "bql.limit_max"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Offloads: map[string]string{"lro": "off"}}, "offloads.lro"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Offloads: map[string]string{"gso": "no"}}, "offloads.gso"},
+	}
+	for _, c := range cases {
+		_, err := check("x", c.spec, "hosts.yaml:12")
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "hosts.yaml:12: setup x:") {
+			t.Errorf("%+v: error %v, want %q with its place", c.spec, err, c.want)
+		}
+	}
+}
+
+func TestInventorySetupTypoIsAnError(t *testing.T) {
+	_, err := inventory.Parse("hosts.yaml", []byte("hosts:\n  a: {ssh: a, test_ip: 10.0.0.1}\n  b: {ssh: b, test_ip: 10.0.0.2}\nclient: a\nserver: b\nsetups:\n  x:\n    extnds: cake\n"))
+	if err == nil || !strings.Contains(err.Error(), "hosts.yaml:8: setups.x.extnds") {
+		t.Errorf("error %v", err)
+	}
+}

@@ -1,0 +1,258 @@
+// Package qdisc turns setups (data: a qdisc tree, shaping, BQL limits, offloads) into
+// the tc, sysfs and ethtool operations that apply them to a bottleneck device; it
+// snapshots a device before, puts it back after, checks both, and parses tc's JSON
+// statistics.
+package qdisc
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+// Setup is a resolved, checked setup.
+type Setup struct {
+	Name  string
+	Title string
+	// Exactly one of Root and MQ is set.
+	Root *Qdisc // at the root, or under the htb class when Rate is set
+	MQ   *Qdisc // under every tx queue of an mq root
+	Rate string // htb shaping rate
+	BQL  *BQL
+	// Offloads in ethtool's words: gso, tso, gro -> true (on) or false (off).
+	Offloads map[string]bool
+	Builtin  bool
+	// Source says where it was defined: "built-in" or file:line.
+	Source string
+}
+
+// Qdisc is one qdisc and its tc parameters.
+type Qdisc struct {
+	Kind   string
+	Params map[string]string // "" is a flag without a value
+}
+
+// BQL limits, bytes.
+type BQL struct {
+	LimitMax, LimitMin *int
+}
+
+// builtins are the mission's setups with the kernel's default parameters.
+var builtins = map[string]inventory.SetupSpec{
+	"pfifo_fast":        {Title: "PFIFO_FAST", Root: &inventory.QdiscSpec{Kind: "pfifo_fast"}},
+	"fq_codel":          {Title: "FQ_CODEL", Root: &inventory.QdiscSpec{Kind: "fq_codel"}},
+	"mq+fq_codel":       {Title: "MQ + FQ_CODEL", MQ: &inventory.QdiscSpec{Kind: "fq_codel"}},
+	"mq+fq_pie":         {Title: "MQ + FQ_PIE", MQ: &inventory.QdiscSpec{Kind: "fq_pie"}},
+	"mq+dualpi2":        {Title: "MQ + DUALPI2", MQ: &inventory.QdiscSpec{Kind: "dualpi2"}},
+	"cake":              {Title: "CAKE (split-gso)", Root: &inventory.QdiscSpec{Kind: "cake", Params: map[string]string{"split-gso": ""}}},
+	"cake-no-split-gso": {Title: "CAKE (no-split-gso)", Root: &inventory.QdiscSpec{Kind: "cake", Params: map[string]string{"no-split-gso": ""}}},
+	"htb+fq_codel":      {Title: "HTB + FQ_CODEL", Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: needsRate},
+}
+
+// needsRate marks a built-in whose rate the user must give.
+const needsRate = "(needs a rate)"
+
+var (
+	kindRE   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,15}$`)
+	paramRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	valueRE  = regexp.MustCompile(`^[A-Za-z0-9_.:/+-]{0,64}$`)
+	rateRE   = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$`)
+	offloads = []string{"gso", "tso", "gro"}
+)
+
+// BuiltinNames lists the built-in setups, sorted.
+func BuiltinNames() []string {
+	var n []string
+	for k := range builtins {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Names lists every setup: built-ins, then the inventory's.
+func Names(inv *inventory.Inventory) []string {
+	n := BuiltinNames()
+	var own []string
+	if inv != nil {
+		for k := range inv.Setups {
+			if _, ok := builtins[k]; !ok {
+				own = append(own, k)
+			}
+		}
+	}
+	sort.Strings(own)
+	return append(n, own...)
+}
+
+// Resolve finds a setup by name, in the inventory (which may be nil) first, then
+// the built-ins, following extends.
+func Resolve(name string, inv *inventory.Inventory) (*Setup, error) {
+	spec, source, err := merged(name, inv, map[string]bool{})
+	if err != nil {
+		return nil, err
+	}
+	s, err := check(name, spec, source)
+	if err != nil {
+		return nil, err
+	}
+	_, s.Builtin = builtins[name]
+	if inv != nil && inv.Setups[name] != nil {
+		s.Builtin = false
+	}
+	return s, nil
+}
+
+func merged(name string, inv *inventory.Inventory, seen map[string]bool) (inventory.SetupSpec, string, error) {
+	if seen[name] {
+		return inventory.SetupSpec{}, "", fmt.Errorf("setup %s: extends itself in a loop", name)
+	}
+	seen[name] = true
+	if inv != nil {
+		if own := inv.Setups[name]; own != nil {
+			source := inv.Where("setups." + name)
+			if own.Extends == "" {
+				return *own, source, nil
+			}
+			base, _, err := merged(own.Extends, inv, seen)
+			if err != nil {
+				return inventory.SetupSpec{}, "", fmt.Errorf("%s.extends: %w", source, err)
+			}
+			return overlay(base, *own), source, nil
+		}
+	}
+	if b, ok := builtins[name]; ok {
+		return b, "built-in", nil
+	}
+	return inventory.SetupSpec{}, "", fmt.Errorf("unknown setup %q: the setups are %s (bloatbench setups lists them; define your own under setups: in the inventory)",
+		name, strings.Join(Names(inv), ", "))
+}
+
+// overlay puts o's keys over base's.
+func overlay(base, o inventory.SetupSpec) inventory.SetupSpec {
+	out := base
+	out.Extends = ""
+	if o.Title != "" {
+		out.Title = o.Title
+	} else {
+		out.Title = ""
+	}
+	if o.Root != nil || o.MQ != nil {
+		out.Root, out.MQ = o.Root, o.MQ
+	}
+	if o.Rate != "" {
+		out.Rate = o.Rate
+	}
+	if o.BQL != nil {
+		out.BQL = o.BQL
+	}
+	if len(o.Offloads) > 0 {
+		m := map[string]string{}
+		for k, v := range base.Offloads {
+			m[k] = v
+		}
+		for k, v := range o.Offloads {
+			m[k] = v
+		}
+		out.Offloads = m
+	}
+	if len(o.Params) > 0 {
+		m := map[string]string{}
+		for k, v := range base.Params {
+			m[k] = v
+		}
+		for k, v := range o.Params {
+			m[k] = v
+		}
+		out.Params = m
+	}
+	return out
+}
+
+func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
+	errf := func(format string, args ...any) error {
+		return fmt.Errorf("%s: setup %s: %s", source, name, fmt.Sprintf(format, args...))
+	}
+	s := &Setup{Name: name, Title: sp.Title, Rate: sp.Rate, Source: source}
+	if s.Title == "" {
+		s.Title = name
+	}
+	if (sp.Root == nil) == (sp.MQ == nil) {
+		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...}")
+	}
+	leafSpec := sp.Root
+	if sp.MQ != nil {
+		leafSpec = sp.MQ
+	}
+	leaf := &Qdisc{Kind: leafSpec.Kind, Params: map[string]string{}}
+	for k, v := range leafSpec.Params {
+		leaf.Params[k] = v
+	}
+	for k, v := range sp.Params {
+		leaf.Params[k] = v
+	}
+	if !kindRE.MatchString(leaf.Kind) {
+		return nil, errf("qdisc kind %q: write a tc qdisc name such as fq_codel", leaf.Kind)
+	}
+	for k, v := range leaf.Params {
+		if !paramRE.MatchString(k) || !valueRE.MatchString(v) {
+			return nil, errf("parameter %q: %q: names are lower-case words (target, split-gso), values plain tc values (15ms, 950mbit)", k, v)
+		}
+	}
+	if sp.MQ != nil {
+		s.MQ = leaf
+	} else {
+		s.Root = leaf
+	}
+	switch {
+	case s.Rate == needsRate:
+		return nil, errf("needs a rate: define one in the inventory, e.g. setups: {htb-100: {extends: %s, rate: 100mbit}}", name)
+	case s.Rate != "" && s.MQ != nil:
+		return nil, errf("rate (htb shaping) goes with root:, not mq:")
+	case s.Rate != "" && !rateRE.MatchString(s.Rate):
+		return nil, errf("rate %q: write a tc rate such as 100mbit", s.Rate)
+	}
+	if sp.BQL != nil {
+		for k, v := range map[string]*int{"limit_max": sp.BQL.LimitMax, "limit_min": sp.BQL.LimitMin} {
+			if v != nil && (*v < 0 || *v > 1<<30) {
+				return nil, errf("bql.%s %d: bytes, from 0 to %d", k, *v, 1<<30)
+			}
+		}
+		if sp.BQL.LimitMax != nil || sp.BQL.LimitMin != nil {
+			s.BQL = &BQL{LimitMax: sp.BQL.LimitMax, LimitMin: sp.BQL.LimitMin}
+		}
+	}
+	for k, v := range sp.Offloads {
+		if !contains(offloads, k) || (v != "on" && v != "off") {
+			return nil, errf("offloads.%s: %q: the offloads are gso, tso, gro, each on or off", k, v)
+		}
+		if s.Offloads == nil {
+			s.Offloads = map[string]bool{}
+		}
+		s.Offloads[k] = v == "on"
+	}
+	return s, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Kinds are the qdisc kinds a setup needs from the kernel and from tc.
+func (s *Setup) Kinds() []string {
+	switch {
+	case s.MQ != nil:
+		return []string{"mq", s.MQ.Kind}
+	case s.Rate != "":
+		return []string{"htb", s.Root.Kind}
+	}
+	return []string{s.Root.Kind}
+}
