@@ -20,6 +20,7 @@ const (
 	OpListen  = "listen"  // open the TCP data listener (server side)
 	OpStreams = "streams" // run TCP streams to a listener (client side)
 	OpPing    = "ping"    // run ICMP ping
+	OpQdisc   = "qdisc"   // sample the bottleneck devices' qdisc and BQL statistics
 	OpStop    = "stop"    // end a job early
 )
 
@@ -39,6 +40,7 @@ type Request struct {
 	Listen  *runners.ListenSpec  `json:"listen,omitempty"`
 	Streams *runners.StreamsSpec `json:"streams,omitempty"`
 	Ping    *runners.PingSpec    `json:"ping,omitempty"`
+	Qdisc   *runners.QdiscSpec   `json:"qdisc,omitempty"`
 }
 
 // Hello describes the agent's host.

@@ -155,6 +155,15 @@ func (s *Server) handle(ctx context.Context, req Request) {
 			s.reply(req, Message{}, nil)
 			s.runJob(req.Job, func() error { return runners.RunPing(jctx, *req.Ping, s.emit) })
 		}
+	case OpQdisc:
+		if req.Qdisc == nil {
+			s.reply(req, Message{}, errors.New("qdisc: no spec"))
+			return
+		}
+		if jctx, ok := s.addJob(ctx, req); ok {
+			s.reply(req, Message{}, nil)
+			s.runJob(req.Job, func() error { return runners.RunQdiscStats(jctx, *req.Qdisc, s.emit) })
+		}
 	case OpStop:
 		s.jobsM.Lock()
 		stop := s.jobs[req.Job]

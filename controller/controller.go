@@ -270,7 +270,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 			}
 			running["ping"] = client
 		}
-		if err := o.wait(ctx, eps, rec, running, time.Until(start.Add(o.Delay))); err != nil {
+		if err := o.wait(ctx, eps, rec, running, start.Add(o.Delay)); err != nil {
 			return err
 		}
 		if err := startStreams(); err != nil {
@@ -282,7 +282,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		}
 		running["ping"] = client
 	}
-	return o.wait(ctx, eps, rec, running, -1)
+	return o.wait(ctx, eps, rec, running, time.Time{})
 }
 
 func (o *Options) startPing(ctx context.Context, client, server *endpoint, total, step float64) error {
@@ -291,15 +291,15 @@ func (o *Options) startPing(ctx context.Context, client, server *endpoint, total
 	return client.deathErr(err)
 }
 
-// wait waits for the running jobs to end (for at most d when d >= 0), failing as soon
-// as an agent dies, a job fails or ctx ends.
-func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, running map[string]*endpoint, d time.Duration) error {
+// wait waits until the time until (or, when until is zero, until the running jobs
+// have ended), failing as soon as an agent dies, a job fails or ctx ends.
+func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, running map[string]*endpoint, until time.Time) error {
 	var timer <-chan time.Time
-	if d >= 0 {
-		timer = time.After(d)
+	if !until.IsZero() {
+		timer = time.After(time.Until(until)) // at once when until has passed
 	}
 	for {
-		if d < 0 && len(running) == 0 {
+		if until.IsZero() && len(running) == 0 {
 			return nil
 		}
 		select {

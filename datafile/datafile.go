@@ -7,7 +7,10 @@
 // up to the first damage and marks the run incomplete. `zcat FILE` shows the records.
 package datafile
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Format and Version identify the file; Version changes whenever a reader of an older
 // version could misread a newer file.
@@ -22,13 +25,16 @@ const (
 	TypeSeries  = "series"
 	TypeSamples = "samples"
 	TypeEvent   = "event"
+	TypeState   = "state"
 	TypeEnd     = "end"
 )
 
 // Series kinds.
 const (
-	KindTCP  = "tcp"
-	KindPing = "ping"
+	KindTCP   = "tcp"
+	KindPing  = "ping"
+	KindQdisc = "qdisc" // a bottleneck's qdisc statistic
+	KindBQL   = "bql"   // a tx queue's BQL inflight or limit
 )
 
 // Metadata describes one run. Times are Unix seconds on the controller's clock.
@@ -45,6 +51,34 @@ type Metadata struct {
 	Hosts       []Host            `json:"hosts"`
 	ToolVersion string            `json:"tool_version"`
 	CommandLine []string          `json:"command_line"`
+	// Setup is the qdisc setup applied for this run, if any.
+	Setup *Setup `json:"setup,omitempty"`
+}
+
+// Setup records what a run did to its bottlenecks, so a reader can do it again.
+type Setup struct {
+	Name    string        `json:"name"`
+	Title   string        `json:"title"`
+	Source  string        `json:"source"` // "built-in" or the inventory's file:line
+	Devices []SetupDevice `json:"devices"`
+}
+
+// SetupDevice is one bottleneck device: the commands run and the kernel's read-back.
+type SetupDevice struct {
+	Host     string          `json:"host"`
+	Dev      string          `json:"dev"`
+	Commands []string        `json:"commands"`
+	ReadBack json.RawMessage `json:"read_back"` // tc -j qdisc show, BQL and offloads after applying
+}
+
+// State is a bottleneck's statistics before or after the run, like flent's
+// tc_stats_pre and tc_stats_post.
+type State struct {
+	Phase string          `json:"phase"` // "pre" or "post"
+	T     float64         `json:"t"`
+	Host  string          `json:"host"`
+	Dev   string          `json:"dev"`
+	TC    json.RawMessage `json:"tc"` // tc -s -j qdisc show dev DEV
 }
 
 // Host is one endpoint as the run saw it.
@@ -72,6 +106,9 @@ type Series struct {
 	Flow      int    `json:"flow,omitempty"`
 	CC        string `json:"cc,omitempty"`
 	Target    string `json:"target,omitempty"`
+	// Counter is set for statistics that count since the qdisc was made: reports
+	// use their per-step deltas.
+	Counter bool `json:"counter,omitempty"`
 }
 
 // Sample is one measurement. T is when it was taken (the end of the interval for
@@ -111,6 +148,7 @@ type Record struct {
 	Name     string    `json:"name,omitempty"`
 	Samples  []Sample  `json:"samples,omitempty"`
 	Event    *Event    `json:"event,omitempty"`
+	State    *State    `json:"state,omitempty"`
 	End      *End      `json:"end,omitempty"`
 }
 
@@ -121,6 +159,7 @@ type Run struct {
 	Series   []Series
 	Samples  map[string][]Sample
 	Events   []Event
+	States   []State
 	// Incomplete is true when the run did not end cleanly or the file is damaged;
 	// Error says why.
 	Incomplete bool

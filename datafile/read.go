@@ -72,6 +72,10 @@ func Decode(r io.Reader) (*Run, error) {
 			if rec.Event != nil {
 				run.Events = append(run.Events, *rec.Event)
 			}
+		case TypeState:
+			if rec.State != nil {
+				run.States = append(run.States, *rec.State)
+			}
 		case TypeEnd:
 			if rec.End != nil {
 				sawEnd = true

@@ -92,6 +92,9 @@ func (w *Writer) Append(series string, samples []Sample) error {
 	return w.write(Record{Type: TypeSamples, Name: series, Samples: samples})
 }
 
+// State records a bottleneck's statistics before or after the run.
+func (w *Writer) State(st State) error { return w.write(Record{Type: TypeState, State: &st}) }
+
 // Event records a note.
 func (w *Writer) Event(e Event) error { return w.write(Record{Type: TypeEvent, Event: &e}) }
 

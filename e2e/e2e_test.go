@@ -442,3 +442,22 @@ Host labclient
 		t.Errorf("client sshd logged %d logins, want 2 (jump + target)", n)
 	}
 }
+
+// With no delay the streams start with the ping, not after it.
+func TestZeroDelayStartsStreamsAtOnce(t *testing.T) {
+	invPath, _ := lab(t, "--rate", "200mbit")
+	out := t.TempDir()
+	start := time.Now()
+	r := bb(t, "run", "-H", invPath, "-l", "3", "-d", "0", "-o", out, "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("a 3 s run took %v", d)
+	}
+	run := dataFile(t, out)
+	first := run.Samples["TCP download::1"]
+	if len(first) < 12 || first[0].T-first[0].Dur-run.Metadata.T0 > 1 {
+		t.Errorf("flow 1: %d samples, the first starting %.2f s after t0", len(first), first[0].T-first[0].Dur-run.Metadata.T0)
+	}
+}

@@ -50,7 +50,7 @@ type SetupSpec struct {
 	// Params override the leaf qdisc's parameters (of Root or MQ, inherited or not).
 	Params map[string]string `yaml:"params,omitempty"`
 	// Rate shapes with an htb class at this rate, with Root under it.
-	Rate string `yaml:"rate,omitempty"`
+	Rate string   `yaml:"rate,omitempty"`
 	BQL  *BQLSpec `yaml:"bql,omitempty"`
 	// Offloads sets gso, tso, gro: on or off.
 	Offloads map[string]string `yaml:"offloads,omitempty"`

@@ -309,12 +309,19 @@ func (st *State) Diff(now *State) string {
 	return strings.Join(d, "; ")
 }
 
+// statsInOptions are counters some kinds print among their options: not configuration.
+var statsInOptions = []string{"direct_packets_stat"}
+
 func qdiscKey(qs []TCQdisc) string {
 	var keys []string
 	for _, q := range qs {
-		var opts bytes.Buffer
-		json.Compact(&opts, q.Options)
-		keys = append(keys, fmt.Sprintf("%s %s parent %q root=%v %s", q.Kind, q.Handle, q.Parent, q.Root, opts.String()))
+		var opts map[string]any
+		json.Unmarshal(q.Options, &opts)
+		for _, k := range statsInOptions {
+			delete(opts, k)
+		}
+		b, _ := json.Marshal(opts) // map keys come out sorted
+		keys = append(keys, fmt.Sprintf("%s %s parent %q root=%v %s", q.Kind, q.Handle, q.Parent, q.Root, b))
 	}
 	sort.Strings(keys)
 	return "[" + strings.Join(keys, ", ") + "]"

@@ -1,0 +1,111 @@
+package qdisc
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Flatten turns `tc -s -j qdisc show` output into named numbers, whatever the kinds:
+// "root drops", "1:1 ecn_mark" (a qdisc is named by its parent, since the kernel picks
+// children's handles), "root tin0.drops" for cake's per-tin arrays, "root a.b" for
+// nested objects. Options are configuration, not statistics, and are left out.
+func Flatten(raw []byte) (map[string]float64, error) {
+	var qs []map[string]any
+	if err := json.Unmarshal(raw, &qs); err != nil {
+		return nil, fmt.Errorf("parse tc -s -j qdisc show: %w", err)
+	}
+	out := map[string]float64{}
+	for _, q := range qs {
+		id, _ := q["parent"].(string)
+		if r, _ := q["root"].(bool); r || id == "" {
+			id = "root"
+		}
+		for k, v := range q {
+			switch k {
+			case "kind", "handle", "parent", "root", "refcnt", "options":
+				continue
+			}
+			flatten(out, id+" ", k, v)
+		}
+	}
+	return out, nil
+}
+
+func flatten(out map[string]float64, prefix, key string, v any) {
+	switch x := v.(type) {
+	case float64:
+		out[prefix+key] = x
+	case map[string]any:
+		for k, y := range x {
+			flatten(out, prefix, key+"."+k, y)
+		}
+	case []any:
+		name := strings.TrimSuffix(key, "s") // cake's "tins" -> tin0, tin1 ...
+		for i, y := range x {
+			if m, ok := y.(map[string]any); ok {
+				for k, z := range m {
+					flatten(out, prefix, fmt.Sprintf("%s%d.%s", name, i, k), z)
+				}
+			}
+		}
+	}
+}
+
+// gauges are statistics that say how things are now; every other number tc prints
+// is a counter since the qdisc was made, reported as a rate of its per-step deltas.
+var gauges = map[string]bool{
+	"backlog": true, "qlen": true, "maxpacket": true, "new_flows_len": true, "old_flows_len": true,
+	// fq_pie, pie
+	"prob": true, "delay": true, "avg_dq_rate": true,
+	// dualpi2
+	"delay_c": true, "delay_l": true, "maxq": true, "memory_used": true, "max_memory_used": true, "memory_limit": true,
+	// cake, per tin and overall
+	"threshold_rate": true, "target_us": true, "interval_us": true, "peak_delay_us": true, "avg_delay_us": true,
+	"base_delay_us": true, "sparse_flows": true, "bulk_flows": true, "unresponsive_flows": true,
+	"max_pkt_len": true, "flow_quantum": true, "capacity_estimate": true, "memory_used_bytes": true,
+	// BQL
+	"inflight": true, "limit": true,
+}
+
+// IsCounter says whether a flattened statistic ("root drops", "root tin1.backlog") is
+// a counter.
+func IsCounter(name string) bool {
+	f := name
+	if i := strings.LastIndexAny(f, " ."); i >= 0 {
+		f = f[i+1:]
+	}
+	return !gauges[f]
+}
+
+// Units of a flattened statistic, for people.
+func Units(name string) string {
+	f := name
+	if i := strings.LastIndexAny(f, " ."); i >= 0 {
+		f = f[i+1:]
+	}
+	switch {
+	case strings.Contains(f, "bytes") || f == "backlog" || f == "inflight" || f == "limit" || strings.HasPrefix(f, "memory") || strings.HasSuffix(f, "memory_used"):
+		return "bytes"
+	case strings.HasSuffix(f, "_us"):
+		return "us"
+	case f == "delay_c" || f == "delay_l" || f == "delay":
+		return "us"
+	case f == "prob":
+		return "prob"
+	case strings.HasSuffix(f, "rate"):
+		return "bytes/s"
+	}
+	return "pkts"
+}
+
+// SortedKeys lists a flattened map's names in order.
+func SortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
