@@ -22,6 +22,7 @@ import (
 	"github.com/bloatbench/bloatbench/agent"
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/runners"
 	"github.com/bloatbench/bloatbench/tests"
@@ -47,6 +48,11 @@ type Options struct {
 	CommandLine    []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Setup is applied to every bottleneck device for the run and undone after; nil
+	// leaves the bottlenecks as they are (their statistics are sampled all the same).
+	Setup *qdisc.Setup
+	// JournalDir is where the undo journal goes ("" = qdisc.JournalDir()).
+	JournalDir string
 }
 
 // Check validates the options' numbers.
@@ -82,6 +88,25 @@ type recorder struct {
 	done chan jobEnd
 	mu   sync.Mutex
 	err  error
+	// known series; qdisc and BQL statistics are declared when first seen, since
+	// which ones a kernel prints depends on the qdisc kinds.
+	known map[string]bool
+}
+
+func (r *recorder) declare(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.known[name] {
+		return nil
+	}
+	r.known[name] = true
+	kind, rest, ok := strings.Cut(name, " ")
+	if !ok || (kind != datafile.KindQdisc && kind != datafile.KindBQL) {
+		return nil // declared up front
+	}
+	hostDev, stat, _ := strings.Cut(rest, " ")
+	host, _, _ := strings.Cut(hostDev, ":")
+	return r.w.AddSeries(datafile.Series{Name: name, Kind: kind, Host: host, Units: qdisc.Units(stat), Counter: qdisc.IsCounter(stat)})
 }
 
 type jobEnd struct {
@@ -91,7 +116,11 @@ type jobEnd struct {
 
 func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
 	for series, ss := range batch {
-		if err := r.w.Append(series, ss); err != nil {
+		err := r.declare(series)
+		if err == nil {
+			err = r.w.Append(series, ss)
+		}
+		if err != nil {
 			r.mu.Lock()
 			if r.err == nil {
 				r.err = err
@@ -121,13 +150,18 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 	}
 	inv := o.Inventory
 	eps := []*endpoint{{role: "client", host: inv.Role("client")}, {role: "server", host: inv.Role("server")}}
+	for _, b := range inv.Bottleneck {
+		if endpointOf(eps, b.Host) == nil {
+			eps = append(eps, &endpoint{role: "bottleneck", host: inv.Hosts[b.Host]})
+		}
+	}
 	defer func() {
 		for _, ep := range eps {
 			ep.close()
 		}
 	}()
 	// Agents only send samples once jobs start, after the file exists.
-	rec := &recorder{done: make(chan jobEnd, 8)}
+	rec := &recorder{done: make(chan jobEnd, 8), known: map[string]bool{}}
 	// Connect both before creating anything: a host that refuses us costs no file.
 	// Not errgroup.WithContext: its context ends with Wait, and the agents' sessions
 	// must outlive it.
@@ -143,13 +177,24 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 	if err := g.Wait(); err != nil {
 		return "", err
 	}
+	setup, restore, err := o.applySetup(ctx, eps)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		// However the run ended, Ctrl-C included, the bottlenecks go back as found.
+		if rerr := restore(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
 	start := time.Now()
 	w, path, err := datafile.CreateIn(o.OutputDir, o.Plan.Test, o.Title, start)
 	if err != nil {
 		return "", err
 	}
 	rec.w = w
-	runErr := o.drive(ctx, eps, w, rec, start)
+	runErr := o.drive(ctx, eps, w, rec, start, setup)
+	o.recordStates(context.WithoutCancel(ctx), eps, w, "post")
 	if runErr == nil {
 		rec.mu.Lock()
 		runErr = rec.err
@@ -204,7 +249,7 @@ func (o *Options) startAgent(ctx context.Context, ep *endpoint, h agent.Handler)
 	return nil
 }
 
-func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, start time.Time) error {
+func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, start time.Time, setup *datafile.Setup) error {
 	client, server := eps[0], eps[1]
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
@@ -212,7 +257,10 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total,
-		Hosts: []datafile.Host{client.info, server.info}, ToolVersion: o.Version, CommandLine: o.CommandLine,
+		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup,
+	}
+	for _, ep := range eps {
+		meta.Hosts = append(meta.Hosts, ep.info)
 	}
 	var flows []runners.StreamFlow
 	series := []datafile.Series{}
@@ -232,9 +280,14 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		return err
 	}
 	for _, s := range series {
+		rec.known[s.Name] = true
 		if err := w.AddSeries(s); err != nil {
 			return err
 		}
+	}
+	o.recordStates(ctx, eps, w, "pre")
+	if err := o.startSampling(ctx, eps, step); err != nil {
+		return err
 	}
 
 	tok := make([]byte, 16)

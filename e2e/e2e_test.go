@@ -61,9 +61,16 @@ type result struct {
 
 func bb(t *testing.T, args ...string) result {
 	t.Helper()
+	return bbEnv(t, nil, args...)
+}
+
+// bbEnv runs bloatbench with extra environment variables.
+func bbEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -130,7 +137,12 @@ func dataFile(t *testing.T, dir string) *datafile.Run {
 	if len(files) != 1 {
 		t.Fatalf("want one data file in %s, have %v", dir, files)
 	}
-	run, err := datafile.Read(files[0])
+	return readRun(t, files[0])
+}
+
+func readRun(t *testing.T, path string) *datafile.Run {
+	t.Helper()
+	run, err := datafile.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}

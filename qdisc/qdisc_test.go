@@ -133,3 +133,17 @@ func TestInventorySetupTypoIsAnError(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+func TestTCKind(t *testing.T) {
+	for line, want := range map[string]string{
+		"tc qdisc replace dev eth0 root handle 1: fq_codel":                "fq_codel",
+		"tc -n ns qdisc replace dev eth0 parent 1:3 dualpi2 target 15ms":   "dualpi2",
+		"tc qdisc replace dev eth0 parent 1:1 handle 10: bfifo limit 5":    "bfifo",
+		"tc class replace dev eth0 parent 1: classid 1:1 htb rate 100mbit": "htb",
+		"ethtool -K eth0 gso off":                                          "",
+	} {
+		if got := tcKind(strings.Fields(line)); got != want {
+			t.Errorf("%s: %q, want %q", line, got, want)
+		}
+	}
+}

@@ -28,6 +28,21 @@ func (r nsRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]by
 	return out, nil
 }
 
+// hostRunner runs commands on this machine as a host would over SSH.
+type hostRunner struct{ dir string }
+
+func (r hostRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+	c := exec.CommandContext(ctx, "sh", "-c", cmd)
+	c.Dir, c.Stdin = r.dir, stdin
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	out, err := c.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s: %s", cmd, strings.TrimSpace(errb.String()))
+	}
+	return out, nil
+}
+
 // scratch makes a namespace with a 4-queue veth pair named dev and its peer.
 func scratch(t *testing.T, dev string) nsRunner {
 	t.Helper()
@@ -152,5 +167,34 @@ func TestDeviceNameMetacharactersNeverExecute(t *testing.T) {
 	applyAndRestore(t, r, dev, mustSetup(t, "mq+pfifo"))
 	if _, err := os.Stat(filepath.Join(r.dir, "bbpwn")); err == nil {
 		t.Fatal("a device name was executed by the shell")
+	}
+}
+
+// The dry run answers for the kernel and for tc without touching real devices.
+func TestDryRun(t *testing.T) {
+	r := scratch(t, "test0")
+	ctx := context.Background()
+	before, _ := Snapshot(ctx, r, "server", "test0")
+	host := hostRunner{dir: t.TempDir()}
+	if err := DryRun(ctx, host, "server", mustSetup(t, "mq+pfifo"), 4); err != nil {
+		t.Errorf("mq+pfifo: %v", err)
+	}
+	bad := &Setup{Name: "typo", Root: &Qdisc{Kind: "bfifo", Params: map[string]string{"limt": "5"}}}
+	if err := DryRun(ctx, host, "server", bad, 4); err == nil || !strings.Contains(err.Error(), "rejected a parameter of bfifo") {
+		t.Errorf("typo: %v", err)
+	}
+	// A kind this machine's kernel lacks (testbed-facts.md: no fq_codel here); on a
+	// kernel that has it the dry run must pass instead.
+	err := DryRun(ctx, host, "server", mustSetup(t, "fq_codel"), 4)
+	if err != nil && !strings.Contains(err.Error(), "the kernel on host server has no fq_codel qdisc") {
+		t.Errorf("fq_codel: %v", err)
+	}
+	now, _ := Snapshot(ctx, r, "server", "test0")
+	if d := before.Diff(now); d != "" {
+		t.Errorf("the dry run touched the device: %s", d)
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(out), "bbdry-") {
+		t.Errorf("a scratch namespace was left: %s", out)
 	}
 }

@@ -89,8 +89,24 @@ func Names(inv *inventory.Inventory) []string {
 }
 
 // Resolve finds a setup by name, in the inventory (which may be nil) first, then
-// the built-ins, following extends.
+// the built-ins, following extends, and checks it is complete enough to apply.
 func Resolve(name string, inv *inventory.Inventory) (*Setup, error) {
+	s, err := Lookup(name, inv)
+	if err == nil && s.Rate == needsRate {
+		err = fmt.Errorf("%s: setup %s: needs a rate: define one in the inventory, e.g. setups: {htb-100: {extends: %s, rate: 100mbit}}", s.Source, name, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NeedsRate says whether the setup is a template that an inventory setup must give
+// a rate to.
+func (s *Setup) NeedsRate() bool { return s.Rate == needsRate }
+
+// Lookup is Resolve for listing: it also returns templates that need a rate.
+func Lookup(name string, inv *inventory.Inventory) (*Setup, error) {
 	spec, source, err := merged(name, inv, map[string]bool{})
 	if err != nil {
 		return nil, err
@@ -209,7 +225,6 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 	}
 	switch {
 	case s.Rate == needsRate:
-		return nil, errf("needs a rate: define one in the inventory, e.g. setups: {htb-100: {extends: %s, rate: 100mbit}}", name)
 	case s.Rate != "" && s.MQ != nil:
 		return nil, errf("rate (htb shaping) goes with root:, not mq:")
 	case s.Rate != "" && !rateRE.MatchString(s.Rate):

@@ -345,33 +345,39 @@ func run(ctx context.Context, r Runner, host string, ops []Op) ([]string, error)
 
 var unknownQdiscRE = regexp.MustCompile(`Unknown qdisc "([^"]+)"`)
 
+// tcKind finds the qdisc or class kind in a tc command line: the first word after
+// the device that is not root, parent X, handle X or classid X.
+func tcKind(argv []string) string {
+	if len(argv) == 0 || argv[0] != "tc" {
+		return ""
+	}
+	i := 0
+	for i < len(argv) && argv[i] != "dev" {
+		i++
+	}
+	for i += 2; i < len(argv); i++ {
+		switch argv[i] {
+		case "root":
+		case "parent", "handle", "classid":
+			i++
+		default:
+			return argv[i]
+		}
+	}
+	return ""
+}
+
 // explain turns tc's and the kernel's words into what to do.
 func explain(host string, o Op, err error) error {
 	msg := err.Error()
-	kind := ""
-	if len(o.Argv) > 0 && o.Argv[0] == "tc" {
-		for i, a := range o.Argv {
-			if (a == "root" || a == "parent") && i+1 < len(o.Argv) {
-				rest := o.Argv[i+2:]
-				if a == "root" && len(rest) > 1 && rest[0] == "handle" {
-					rest = rest[2:]
-				} else if len(rest) > 1 && rest[0] == "handle" {
-					rest = rest[2:]
-				}
-				if len(rest) > 0 {
-					kind = rest[0]
-				}
-				break
-			}
-		}
-	}
+	kind := tcKind(o.Argv)
 	var hint string
 	switch {
 	case strings.Contains(msg, "Specified qdisc kind is unknown"):
 		hint = fmt.Sprintf("the kernel on host %s has no %s qdisc: load it (modprobe sch_%s), build it, or use a kernel that has it (the QEMU lab)", host, kind, kind)
 	case unknownQdiscRE.MatchString(msg) || strings.Contains(msg, "is unparsable"):
 		hint = fmt.Sprintf("tc on host %s does not know %s: install an iproute2 that does (dualpi2 needs iproute2 7.x)", host, kind)
-	case strings.Contains(msg, "What is") || strings.Contains(msg, "Illegal") || strings.Contains(msg, "invalid"):
+	case strings.Contains(msg, "What is") || strings.Contains(msg, "unknown parameter") || strings.Contains(msg, "Illegal") || strings.Contains(msg, "invalid"):
 		hint = fmt.Sprintf("tc rejected a parameter of %s: check it against man tc-%s", kind, kind)
 	case strings.Contains(msg, "No such file or directory") && strings.Contains(o.Shell(), "byte_queue_limits"):
 		hint = "the device has no BQL (byte_queue_limits): its driver does not support it"

@@ -386,7 +386,10 @@ func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte,
 	case <-ctx.Done():
 		s.Signal(ssh.SIGKILL)
 		s.Close()
-		return nil, fmt.Errorf("host %s: %q did not finish within %v", c.Target.Name, cmd, c.Target.CommandTimeout)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("host %s: %q did not finish within %v", c.Target.Name, cmd, c.Target.CommandTimeout)
+		}
+		return nil, fmt.Errorf("host %s: %q interrupted: %w", c.Target.Name, cmd, ctx.Err())
 	}
 	if err != nil {
 		msg := strings.TrimSpace(errb.String())

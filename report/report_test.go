@@ -184,3 +184,45 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from golden file (go test ./report -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
 	}
 }
+
+func TestBottleneckRows(t *testing.T) {
+	run := syntheticRun(1, false)
+	t0 := run.Metadata.T0
+	add := func(name string, counter bool, vals ...float64) {
+		kind := datafile.KindQdisc
+		if name[:3] == "bql" {
+			kind = datafile.KindBQL
+		}
+		run.Series = append(run.Series, datafile.Series{Name: name, Kind: kind, Counter: counter})
+		for i, v := range vals {
+			run.Samples[name] = append(run.Samples[name], datafile.Sample{T: t0 + 2 + float64(i)*0.5, V: v})
+		}
+	}
+	// drops: +10 per 0.5 s = 20/s, with a reset (qdisc replaced) that is skipped.
+	add("qdisc server:eth0 root drops", true, 0, 10, 20, 30, 5, 15)
+	add("qdisc server:eth0 root backlog", false, 1000, 3000, 2000, 2000, 2000, 2000)
+	add("qdisc server:eth0 1:1 ecn_mark", true, 0, 1, 2, 3, 4, 5)
+	add("qdisc server:eth0 1:2 ecn_mark", true, 0, 1, 2, 3, 4, 5)
+	add("bql server:eth0 tx-0 inflight", false, 100, 100, 100, 100, 100, 100)
+	add("bql server:eth0 tx-1 inflight", false, 50, 50, 50, 50, 50, 50)
+	s := Summarize(run)
+	byName := map[string]Row{}
+	for _, r := range s.Rows {
+		byName[r.Name] = r
+	}
+	for name, want := range map[string]struct {
+		median float64
+		points int
+		units  string
+	}{
+		"Qdisc server:eth0 drops":     {20, 4, "pkts/s"},
+		"Qdisc server:eth0 ECN marks": {4, 5, "pkts/s"},
+		"Qdisc server:eth0 backlog":   {2000, 6, "bytes"},
+		"BQL server:eth0 inflight":    {150, 6, "bytes"},
+	} {
+		r, ok := byName[name]
+		if !ok || r.Median != want.median || r.Points != want.points || r.Units != want.units {
+			t.Errorf("%s = %+v (present %v), want median %v points %d %s", name, r, ok, want.median, want.points, want.units)
+		}
+	}
+}

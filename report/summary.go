@@ -108,6 +108,7 @@ func Summarize(run *datafile.Run) Summary {
 		}
 		s.Rows = append(s.Rows, rowOf(p+" sum", g.units, sums), rowOf(p+" avg", g.units, avgs))
 	}
+	s.Rows = append(s.Rows, bottleneckRows(run, loadStart, loadEnd)...)
 	sortRows(s.Rows)
 	return s
 }

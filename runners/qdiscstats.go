@@ -24,7 +24,9 @@ type QdiscSpec struct {
 }
 
 // QdiscSeries and BQLSeries name the sampled series.
-func QdiscSeries(host, dev, stat string) string { return fmt.Sprintf("qdisc %s:%s %s", host, dev, stat) }
+func QdiscSeries(host, dev, stat string) string {
+	return fmt.Sprintf("qdisc %s:%s %s", host, dev, stat)
+}
 
 // BQLSeries names a tx queue's BQL series.
 func BQLSeries(host, dev, queue, stat string) string {

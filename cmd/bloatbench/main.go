@@ -41,7 +41,8 @@ func newApp() *cli.App {
 		Usage:                "A/B-test Linux qdiscs on a testbed: TCP streams and ping, flent-style summaries",
 		Version:              buildVersion(),
 		EnableBashCompletion: true,
-		Commands:             []*cli.Command{runCommand(), summaryCommand(), testsCommand(), testbedCommand(), versionCommand(), agentCommand()},
+		Commands: []*cli.Command{runCommand(), summaryCommand(), testsCommand(), setupsCommand(), hostsCommand(), restoreCommand(),
+			testbedCommand(), versionCommand(), agentCommand()},
 	}
 }
 

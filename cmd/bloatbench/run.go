@@ -14,6 +14,7 @@ import (
 	"github.com/bloatbench/bloatbench/controller"
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/report"
 	"github.com/bloatbench/bloatbench/testbed"
@@ -25,8 +26,9 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a test between the inventory's client and server, record it, and print its summary",
 		ArgsUsage: "TEST",
-		UsageText: "bloatbench run -H hosts.yaml|local [options] TEST\n\nExamples:\n" +
+		UsageText: "bloatbench run -H hosts.yaml|local [--setup NAME ...] [--repeat N] [options] TEST\n\nExamples:\n" +
 			"   bloatbench run -H local tcp_4down\n" +
+			"   bloatbench run -H hosts.yaml --setup mq+dualpi2 --setup mq+fq_codel --setup mq+fq_pie -l 60 tcp_4down\n" +
 			"   bloatbench run -H local --local-rate 100mbit --local-gso off -l 30 -t 'htb 100mbit' tcp_4down\n" +
 			"   bloatbench run -H hosts.yaml --te download_streams=8 --te cc=bbr -l 60 -t 'MQ + FQ_CODEL' tcp_ndown",
 		Flags: append([]cli.Flag{
@@ -37,6 +39,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "title", Aliases: []string{"t"}, Usage: "the run's title, shown in its summary"},
 			&cli.StringSliceFlag{Name: "te", Usage: "set a test parameter, KEY=VALUE (repeatable); `bloatbench tests` lists them"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "results", Usage: "folder for data files"},
+			&cli.StringSliceFlag{Name: "setup", Usage: "apply this qdisc setup to every bottleneck for a run, and undo it after (repeatable: one run per setup, in order); `bloatbench setups` lists them"},
+			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole cycle of setups this many times"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "add unknown host keys to known_hosts (OpenSSH's StrictHostKeyChecking=accept-new); changed keys are refused all the same"},
 			formatFlag(),
 		}, labFlags("local-")...),
@@ -122,10 +126,67 @@ func runAction(c *cli.Context) error {
 	if o.Inventory, err = inventory.Load(invPath); err != nil {
 		return err
 	}
-	if o.Title == "" {
-		o.Title = strings.TrimSuffix(filepath.Base(invPath), filepath.Ext(invPath))
+	title := o.Title
+	if title == "" {
+		title = strings.TrimSuffix(filepath.Base(invPath), filepath.Ext(invPath))
 	}
+	if c.Int("repeat") < 1 {
+		return fmt.Errorf("--repeat %d: must be at least 1", c.Int("repeat"))
+	}
+	var setups []*qdisc.Setup
+	for _, name := range c.StringSlice("setup") {
+		s, err := qdisc.Resolve(name, o.Inventory)
+		if err != nil {
+			return err
+		}
+		setups = append(setups, s)
+	}
+	if len(setups) > 0 {
+		// Every setup is tried on every bottleneck host before any traffic: a kernel
+		// without the qdisc fails here, with the fix, and no host is changed.
+		fmt.Fprintln(c.App.ErrWriter, "preflight:")
+		if problems := controller.Check(c.Context, o.Inventory, o.Dialer, setups, c.App.ErrWriter); len(problems) > 0 {
+			return fmt.Errorf("preflight found %d problem(s); nothing was run and no host was changed", len(problems))
+		}
+	}
+	cycle := setups
+	if len(cycle) == 0 {
+		cycle = []*qdisc.Setup{nil}
+	}
+	var failures []error
+	for rep := 1; rep <= c.Int("repeat"); rep++ {
+		for _, s := range cycle {
+			ro := o
+			ro.Setup = s
+			ro.Title = title
+			if s != nil {
+				switch {
+				case o.Title == "":
+					ro.Title = s.Title
+				case len(setups) > 1:
+					ro.Title = fmt.Sprintf("%s (%s)", o.Title, s.Title)
+				}
+			}
+			err := runOne(c, ro)
+			if err == nil {
+				continue
+			}
+			if c.Context.Err() != nil || strings.Contains(err.Error(), "bloatbench restore") {
+				// Interrupted, or a host could not be put back: stop here.
+				return err
+			}
+			fmt.Fprintln(c.App.ErrWriter, "bloatbench:", err)
+			failures = append(failures, err)
+		}
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%d of %d runs failed (their errors are above)", len(failures), len(cycle)*c.Int("repeat"))
+	}
+	return nil
+}
 
+// runOne runs one test and prints its summary, also when the run failed part way.
+func runOne(c *cli.Context, o controller.Options) error {
 	path, runErr := controller.Run(c.Context, o)
 	if path != "" {
 		run, err := datafile.Read(path)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/remote"
+)
+
+func hostsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "hosts",
+		Usage: "inspect the inventory's hosts",
+		Subcommands: []*cli.Command{{
+			Name:  "check",
+			Usage: "preflight: SSH, kernel, tc, ethtool, bottleneck devices and BQL, and whether each setup can be applied (tried in a scratch namespace)",
+			UsageText: "bloatbench hosts check -H hosts.yaml [--setup NAME ...]\n\nExample:\n" +
+				"   bloatbench hosts check -H hosts.yaml --setup mq+dualpi2 --setup cake",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "inventory file"},
+				&cli.StringSliceFlag{Name: "setup", Usage: "setups to try (repeatable)"},
+				&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
+			},
+			Action: func(c *cli.Context) error {
+				inv, err := inventory.Load(c.String("hosts"))
+				if err != nil {
+					return err
+				}
+				var setups []*qdisc.Setup
+				for _, name := range c.StringSlice("setup") {
+					s, err := qdisc.Resolve(name, inv)
+					if err != nil {
+						return err
+					}
+					setups = append(setups, s)
+				}
+				d, err := remote.NewDialer(c.Bool("accept-new-host-keys"))
+				if err != nil {
+					return err
+				}
+				if problems := controller.Check(c.Context, inv, d, setups, c.App.Writer); len(problems) > 0 {
+					return fmt.Errorf("%d problem(s)", len(problems))
+				}
+				return nil
+			},
+		}},
+	}
+}

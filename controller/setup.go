@@ -1,0 +1,129 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/bloatbench/bloatbench/agent"
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/remote"
+	"github.com/bloatbench/bloatbench/runners"
+)
+
+// restoreTimeout bounds putting the hosts back; it runs even after Ctrl-C.
+const restoreTimeout = 2 * time.Minute
+
+func endpointOf(eps []*endpoint, host string) *endpoint {
+	for _, ep := range eps {
+		if ep.host.Name == host {
+			return ep
+		}
+	}
+	return nil
+}
+
+// applySetup snapshots every bottleneck, writes the journal, applies the setup and
+// reads it back. It returns the record for the data file and the function that
+// puts everything back (a no-op without a setup). If applying fails, what was done
+// is undone before it returns.
+func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Setup, func() error, error) {
+	noop := func() error { return nil }
+	if o.Setup == nil || len(o.Inventory.Bottleneck) == 0 {
+		if o.Setup != nil {
+			return nil, noop, fmt.Errorf("%s: setup %s needs bottleneck: devices in the inventory", o.Inventory.Path, o.Setup.Name)
+		}
+		return nil, noop, nil
+	}
+	s := o.Setup
+	j := &qdisc.Journal{Version: 1, PID: os.Getpid(), Created: time.Now(), Setup: s.Name, Inventory: o.Inventory.Path,
+		Hosts: map[string]*inventory.Host{}}
+	for _, b := range o.Inventory.Bottleneck {
+		ep := endpointOf(eps, b.Host)
+		st, err := qdisc.Snapshot(ctx, ep.conn, b.Host, b.Dev)
+		if err != nil {
+			return nil, noop, err
+		}
+		if err := st.CheckRestorable(); err != nil {
+			return nil, noop, err
+		}
+		j.States = append(j.States, st)
+		j.Hosts[b.Host] = ep.host
+	}
+	dir := o.JournalDir
+	if dir == "" {
+		dir = qdisc.JournalDir()
+	}
+	if err := j.Save(dir); err != nil {
+		return nil, noop, err
+	}
+	restore := func() error { return o.restore(ctx, eps, j) }
+	rec := &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
+	for _, st := range j.States {
+		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host).conn, s, st)
+		if err != nil {
+			if rerr := restore(); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return nil, noop, err
+		}
+		readBack, _ := json.Marshal(now)
+		rec.Devices = append(rec.Devices, datafile.SetupDevice{Host: st.Host, Dev: st.Dev, Commands: done, ReadBack: readBack})
+		o.logf("setup %s applied on %s:%s", s.Name, st.Host, st.Dev)
+	}
+	return rec, restore, nil
+}
+
+func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
+	var errs []error
+	for _, st := range j.States {
+		if err := qdisc.Restore(ctx, endpointOf(eps, st.Host).conn, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w; the state to put back is in %s: fix the cause, then run bloatbench restore --journal %s", err, j.Path(), j.Path())
+	}
+	return j.Remove()
+}
+
+// recordStates writes every bottleneck's tc statistics into the data file.
+func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile.Writer, phase string) {
+	for _, b := range o.Inventory.Bottleneck {
+		ep := endpointOf(eps, b.Host)
+		out, err := ep.conn.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
+		if err != nil || !json.Valid(out) {
+			w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning", Message: fmt.Sprintf("tc statistics %s: %v", phase, err)})
+			continue
+		}
+		w.State(datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out})
+	}
+}
+
+// startSampling starts a qdisc statistics job on each bottleneck host's agent; it
+// runs until the agent's session ends with the run.
+func (o *Options) startSampling(ctx context.Context, eps []*endpoint, step float64) error {
+	devs := map[string][]string{}
+	var hosts []string
+	for _, b := range o.Inventory.Bottleneck {
+		if devs[b.Host] == nil {
+			hosts = append(hosts, b.Host)
+		}
+		devs[b.Host] = append(devs[b.Host], b.Dev)
+	}
+	for _, h := range hosts {
+		ep := endpointOf(eps, h)
+		if _, err := ep.agent.Call(ctx, agent.Request{Op: agent.OpQdisc, Job: "qdisc",
+			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step}}); err != nil {
+			return ep.deathErr(err)
+		}
+	}
+	return nil
+}

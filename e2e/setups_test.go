@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+const labSetups = `setups:
+  mq+pfifo: {title: "MQ + PFIFO", mq: {kind: pfifo, params: {limit: "50"}}}
+  htb+bfifo: {title: "HTB + BFIFO", rate: 50mbit, root: {kind: bfifo, params: {limit: "100000"}}}
+`
+
+// setupLab is a lab shaped by hand (htb 200mbit with a pfifo, GSO off), so restoring
+// means rebuilding a tree with a class, with the setups above in its inventory.
+func setupLab(t *testing.T) (string, *inventory.Inventory) {
+	invPath, inv := lab(t, "--rate", "200mbit", "--queue", "pfifo:1000", "--gso", "off")
+	f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(labSetups)
+	f.Close()
+	return invPath, inv
+}
+
+// labState is everything a setup may change on both ends of the test link.
+func labState(t *testing.T, inv *inventory.Inventory) string {
+	t.Helper()
+	var b strings.Builder
+	for _, role := range []string{"client", "server"} {
+		out, err := exec.Command("ip", "netns", "exec", inv.Testbed+"-"+role, "sh", "-c",
+			`tc qdisc show dev test0; tc class show dev test0; cat /sys/class/net/test0/queues/tx-*/byte_queue_limits/limit_* 2>/dev/null; ethtool -k test0 | grep -E "^(generic|tcp)-"`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		// htb prints a counter among its options; it is not state a setup leaves.
+		b.WriteString(role + ":\n" + directStat.ReplaceAllString(string(out), ""))
+	}
+	return b.String()
+}
+
+var directStat = regexp.MustCompile(`direct_packets_stat \d+ `)
+
+func TestSetupsApplySampleRestore(t *testing.T) {
+	invPath, inv := setupLab(t)
+	before := labState(t, inv)
+	out := t.TempDir()
+	r := bbEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, "run", "-H", invPath, "--setup", "mq+pfifo", "--setup", "htb+bfifo",
+		"-l", "6", "-d", "1", "-o", out, "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	if after := labState(t, inv); after != before {
+		t.Errorf("not restored:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	for _, title := range []string{"Summary of tcp_4down run 'MQ + PFIFO'", "Summary of tcp_4down run 'HTB + BFIFO'", "Qdisc server:test0 drops", "Qdisc server:test0 backlog"} {
+		if !strings.Contains(r.stdout, title) {
+			t.Errorf("no %q in\n%s", title, r.stdout)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	if len(files) != 2 {
+		t.Fatalf("data files %v", files)
+	}
+	for _, f := range files {
+		run := readRun(t, f)
+		m := run.Metadata
+		if m.Setup == nil || len(m.Setup.Devices) != 2 || len(m.Setup.Devices[0].Commands) == 0 || len(m.Setup.Devices[0].ReadBack) == 0 {
+			t.Errorf("%s: setup metadata %+v", f, m.Setup)
+			continue
+		}
+		if len(run.States) != 4 {
+			t.Errorf("%s: %d tc state records, want pre and post for two devices", f, len(run.States))
+		}
+		maxOf := func(name string) float64 {
+			v := 0.0
+			for _, s := range run.Samples[name] {
+				v = max(v, s.V)
+			}
+			return v
+		}
+		switch m.Setup.Name {
+		case "htb+bfifo":
+			// 4 streams into 50 Mbit/s: the bfifo fills and drops.
+			if maxOf("qdisc server:test0 root backlog") == 0 || maxOf("qdisc server:test0 root drops") == 0 {
+				t.Errorf("htb+bfifo: backlog %v, drops %v under load", maxOf("qdisc server:test0 root backlog"), maxOf("qdisc server:test0 root drops"))
+			}
+		case "mq+pfifo":
+			// veth here never pushes back on its qdisc, so an unshaped pfifo holds no
+			// backlog; every child must still count the traffic through it.
+			for _, child := range []string{"1:1", "1:2", "1:3", "1:4"} {
+				if len(run.Samples["qdisc server:test0 "+child+" packets"]) < 10 {
+					t.Errorf("mq+pfifo: child %s was not sampled", child)
+				}
+			}
+			if maxOf("qdisc server:test0 root packets") < 10000 {
+				t.Errorf("mq+pfifo: %v packets through the root", maxOf("qdisc server:test0 root packets"))
+			}
+		}
+	}
+}
+
+func TestSetupRestoredAfterSIGINTAndAgentDeath(t *testing.T) {
+	invPath, inv := setupLab(t)
+	before := labState(t, inv)
+	// SIGINT 3 s after the start (preflight, connecting or applying, whichever that
+	// is on this machine), and 3 s into the traffic.
+	for _, when := range []string{"start", "traffic"} {
+		t.Run("SIGINT after 3s from "+when, func(t *testing.T) {
+			cmd := exec.Command(bin, "run", "-H", invPath, "--setup", "htb+bfifo", "-l", "20", "-d", "1", "-o", t.TempDir(), "tcp_4down")
+			cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			cmd.Start()
+			if when == "traffic" {
+				for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "running tcp_4down") && time.Now().Before(deadline); {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			time.Sleep(3 * time.Second)
+			cmd.Process.Signal(syscall.SIGINT)
+			if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "interrupted") {
+				t.Errorf("exit %v:\n%s", err, stderr.String())
+			}
+			if after := labState(t, inv); after != before {
+				t.Errorf("not restored after SIGINT:\n%s\nvs\n%s", before, after)
+			}
+		})
+	}
+	t.Run("agent killed", func(t *testing.T) {
+		cmd := exec.Command(bin, "run", "-H", invPath, "--setup", "mq+pfifo", "-l", "20", "-d", "1", "-o", t.TempDir(), "tcp_4down")
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.Start()
+		time.Sleep(4 * time.Second)
+		killAgent(t, inv.Testbed+"-server")
+		if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), "agent on host server") {
+			t.Errorf("exit %v:\n%s", err, stderr.String())
+		}
+		if after := labState(t, inv); after != before {
+			t.Errorf("not restored after the agent died:\n%s\nvs\n%s", before, after)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer that a running command writes while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func killAgent(t *testing.T, ns string) {
+	t.Helper()
+	pids, _ := exec.Command("ip", "netns", "pids", ns).Output()
+	for _, p := range strings.Fields(string(pids)) {
+		cl, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		if bytes.Contains(cl, []byte("agent")) && !bytes.Contains(cl, []byte("sshd")) {
+			exec.Command("kill", "-9", p).Run()
+			return
+		}
+	}
+	t.Fatalf("no agent in %s", ns)
+}
+
+// A setup whose qdisc this kernel lacks fails before any traffic, in preflight and
+// in hosts check, naming the host, the qdisc and the fix; nothing changes.
+func TestMissingQdiscFailsBeforeTraffic(t *testing.T) {
+	invPath, inv := setupLab(t)
+	if out, _ := exec.Command("tc", "qdisc", "add", "dev", "lo", "root", "fq_codel").CombinedOutput(); !strings.Contains(string(out), "unknown") {
+		exec.Command("tc", "qdisc", "del", "dev", "lo", "root").Run()
+		t.Fatalf("this test needs a kernel without fq_codel, as testbed-facts.md says this machine's is: %s", out)
+	}
+	before := labState(t, inv)
+	out := t.TempDir()
+	state := t.TempDir()
+	r := bbEnv(t, []string{"XDG_STATE_HOME=" + state}, "run", "-H", invPath, "--setup", "fq_codel", "-l", "5", "-o", out, "tcp_4down")
+	for _, want := range []string{"host server", "no fq_codel qdisc", "modprobe sch_fq_codel", "nothing was run"} {
+		if r.err == nil || !strings.Contains(r.stderr, want) {
+			t.Errorf("run: %v, stderr lacks %q:\n%s", r.err, want, r.stderr)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*")); len(files) != 0 {
+		t.Errorf("a data file was made: %v", files)
+	}
+	if strings.Contains(r.stderr, "connecting to") {
+		t.Error("the run went past preflight")
+	}
+	c := bb(t, "hosts", "check", "-H", invPath, "--setup", "fq_codel", "--setup", "htb+bfifo")
+	if c.err == nil || !strings.Contains(c.stdout, "FAIL client") || !strings.Contains(c.stdout, "no fq_codel qdisc") || !strings.Contains(c.stdout, "setup htb+bfifo can be applied") {
+		t.Errorf("hosts check: %v\n%s%s", c.err, c.stdout, c.stderr)
+	}
+	if after := labState(t, inv); after != before {
+		t.Errorf("the host was changed:\n%s\nvs\n%s", before, after)
+	}
+}
+
+// A controller killed outright leaves its journal; restore puts the hosts back.
+func TestRestoreAfterControllerSIGKILL(t *testing.T) {
+	invPath, inv := setupLab(t)
+	before := labState(t, inv)
+	state := t.TempDir()
+	cmd := exec.Command(bin, "run", "-H", invPath, "--setup", "htb+bfifo", "-l", "30", "-d", "1", "-o", t.TempDir(), "tcp_4down")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	cmd.Start()
+	time.Sleep(4 * time.Second)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if labState(t, inv) == before {
+		t.Fatal("the setup was not in place when the controller died")
+	}
+	journals, _ := filepath.Glob(filepath.Join(state, "bloatbench", "journal", "*.json"))
+	if len(journals) != 1 {
+		t.Fatalf("journals %v", journals)
+	}
+	r := bbEnv(t, []string{"XDG_STATE_HOME=" + state}, "restore")
+	if r.err != nil || !strings.Contains(r.stdout, "restored server:test0") {
+		t.Fatalf("restore: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	if after := labState(t, inv); after != before {
+		t.Errorf("not restored:\n%s\nvs\n%s", before, after)
+	}
+	if j, _ := filepath.Glob(filepath.Join(state, "bloatbench", "journal", "*.json")); len(j) != 0 {
+		t.Errorf("journal left after restore: %v", j)
+	}
+}
