@@ -91,6 +91,8 @@ type recorder struct {
 	// known series; qdisc and BQL statistics are declared when first seen, since
 	// which ones a kernel prints depends on the qdisc kinds.
 	known map[string]bool
+	// dead receives each endpoint whose agent stops.
+	dead chan *endpoint
 }
 
 func (r *recorder) declare(name string) error {
@@ -176,6 +178,13 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 	}
 	if err := g.Wait(); err != nil {
 		return "", err
+	}
+	rec.dead = make(chan *endpoint, len(eps))
+	for _, ep := range eps {
+		go func() {
+			<-ep.agent.Dead()
+			rec.dead <- ep
+		}()
 	}
 	setup, restore, err := o.applySetup(ctx, eps)
 	if err != nil {
@@ -360,19 +369,15 @@ func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, runn
 			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("run interrupted: %w", context.Cause(ctx))
-		case <-eps[0].agent.Dead():
-			return eps[0].deathErr(eps[0].agent.Err())
-		case <-eps[1].agent.Dead():
-			return eps[1].deathErr(eps[1].agent.Err())
+		case ep := <-rec.dead:
+			return ep.deathErr(ep.agent.Err())
 		case e := <-rec.done:
 			delete(running, e.job)
 			if e.err != nil {
 				// A stream fails when the far agent dies: name the cause, not the symptom.
 				select {
-				case <-eps[0].agent.Dead():
-					return eps[0].deathErr(eps[0].agent.Err())
-				case <-eps[1].agent.Dead():
-					return eps[1].deathErr(eps[1].agent.Err())
+				case ep := <-rec.dead:
+					return ep.deathErr(ep.agent.Err())
 				case <-time.After(500 * time.Millisecond):
 				}
 				return e.err

@@ -19,6 +19,10 @@ import (
 // restoreTimeout bounds putting the hosts back; it runs even after Ctrl-C.
 const restoreTimeout = 2 * time.Minute
 
+// ErrNotRestored marks a run after which a host could not be put back as found: no
+// further run should touch the hosts until `bloatbench restore` has.
+var ErrNotRestored = errors.New("a bottleneck was not put back as it was found")
+
 func endpointOf(eps []*endpoint, host string) *endpoint {
 	for _, ep := range eps {
 		if ep.host.Name == host {
@@ -89,7 +93,7 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w; the state to put back is in %s: fix the cause, then run bloatbench restore --journal %s", err, j.Path(), j.Path())
+		return fmt.Errorf("%w: %w; the state to put back is in %s: fix the cause, then run bloatbench restore --journal %s", ErrNotRestored, err, j.Path(), j.Path())
 	}
 	return j.Remove()
 }

@@ -308,14 +308,21 @@ func TestHostKeys(t *testing.T) {
 		b, _ := os.ReadFile(serverLog)
 		return strings.Count(string(b), "Accepted publickey")
 	}
+	// An inventory whose server (only) checks its key against a known_hosts of ours.
 	withKnownHosts := func(name, content string) string {
 		kh := filepath.Join(dir, name)
 		if err := os.WriteFile(kh, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b, _ := os.ReadFile(invPath)
+		changed, err := inventory.Load(invPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed.Hosts["server"].KnownHosts = kh
 		p := filepath.Join(dir, name+".yaml")
-		os.WriteFile(p, bytes.ReplaceAll(b, []byte(inv.Hosts["server"].KnownHosts), []byte(kh)), 0o644)
+		if err := changed.Write(p, ""); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	t.Run("unknown", func(t *testing.T) {

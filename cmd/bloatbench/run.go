@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -171,7 +172,10 @@ func runAction(c *cli.Context) error {
 			if err == nil {
 				continue
 			}
-			if c.Context.Err() != nil || strings.Contains(err.Error(), "bloatbench restore") {
+			if len(cycle)*c.Int("repeat") == 1 {
+				return err
+			}
+			if c.Context.Err() != nil || errors.Is(err, controller.ErrNotRestored) {
 				// Interrupted, or a host could not be put back: stop here.
 				return err
 			}
