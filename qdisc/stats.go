@@ -65,6 +65,8 @@ var gauges = map[string]bool{
 	"threshold_rate": true, "target_us": true, "interval_us": true, "peak_delay_us": true, "avg_delay_us": true,
 	"base_delay_us": true, "sparse_flows": true, "bulk_flows": true, "unresponsive_flows": true,
 	"max_pkt_len": true, "flow_quantum": true, "capacity_estimate": true, "memory_used_bytes": true,
+	"backlog_bytes": true, "avg_hdr_offset": true, "max_adj_size": true, "min_adj_size": true,
+	"max_network_size": true, "min_network_size": true,
 	// BQL
 	"inflight": true, "limit": true,
 }
