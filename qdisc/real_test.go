@@ -12,27 +12,17 @@ import (
 	"testing"
 )
 
-// nsRunner runs commands in a network namespace on this machine: the same shell
-// lines a remote host gets over SSH, run by a real sh against the real kernel.
-type nsRunner struct{ ns, dir string }
+// localRunner runs commands on this machine, in network namespace ns when it is
+// set: the same shell lines a remote host gets over SSH, run by a real sh against
+// the real kernel.
+type localRunner struct{ ns, dir string }
 
-func (r nsRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
-	c := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "sh", "-c", cmd)
-	c.Dir, c.Stdin = r.dir, stdin
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	out, err := c.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s: %s", cmd, strings.TrimSpace(errb.String()))
+func (r localRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+	argv := []string{"sh", "-c", cmd}
+	if r.ns != "" {
+		argv = append([]string{"ip", "netns", "exec", r.ns}, argv...)
 	}
-	return out, nil
-}
-
-// hostRunner runs commands on this machine as a host would over SSH.
-type hostRunner struct{ dir string }
-
-func (r hostRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
-	c := exec.CommandContext(ctx, "sh", "-c", cmd)
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Dir, c.Stdin = r.dir, stdin
 	var errb bytes.Buffer
 	c.Stderr = &errb
@@ -44,7 +34,7 @@ func (r hostRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]
 }
 
 // scratch makes a namespace with a 4-queue veth pair named dev and its peer.
-func scratch(t *testing.T, dev string) nsRunner {
+func scratch(t *testing.T, dev string) localRunner {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test changes qdiscs in a network namespace: run it as root (make test)")
@@ -60,7 +50,7 @@ func scratch(t *testing.T, dev string) nsRunner {
 	sh("ip", "-n", ns, "link", "add", "name", dev, "numtxqueues", "4", "numrxqueues", "4", "type", "veth", "peer", "name", "peer0")
 	sh("ip", "-n", ns, "link", "set", dev, "up")
 	sh("ip", "-n", ns, "link", "set", "peer0", "up")
-	return nsRunner{ns: ns, dir: t.TempDir()}
+	return localRunner{ns: ns, dir: t.TempDir()}
 }
 
 func mustSetup(t *testing.T, name string) *Setup {
@@ -72,7 +62,7 @@ func mustSetup(t *testing.T, name string) *Setup {
 	return s
 }
 
-func applyAndRestore(t *testing.T, r nsRunner, dev string, s *Setup) {
+func applyAndRestore(t *testing.T, r localRunner, dev string, s *Setup) {
 	t.Helper()
 	ctx := context.Background()
 	before, err := Snapshot(ctx, r, "lab", dev)
@@ -175,7 +165,7 @@ func TestDryRun(t *testing.T) {
 	r := scratch(t, "test0")
 	ctx := context.Background()
 	before, _ := Snapshot(ctx, r, "server", "test0")
-	host := hostRunner{dir: t.TempDir()}
+	host := localRunner{dir: t.TempDir()} // the dry run makes its own namespace
 	if err := DryRun(ctx, host, "server", mustSetup(t, "mq+pfifo"), 4); err != nil {
 		t.Errorf("mq+pfifo: %v", err)
 	}

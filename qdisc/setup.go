@@ -6,6 +6,7 @@ package qdisc
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -165,27 +166,22 @@ func overlay(base, o inventory.SetupSpec) inventory.SetupSpec {
 	if o.BQL != nil {
 		out.BQL = o.BQL
 	}
-	if len(o.Offloads) > 0 {
-		m := map[string]string{}
-		for k, v := range base.Offloads {
-			m[k] = v
-		}
-		for k, v := range o.Offloads {
-			m[k] = v
-		}
-		out.Offloads = m
-	}
-	if len(o.Params) > 0 {
-		m := map[string]string{}
-		for k, v := range base.Params {
-			m[k] = v
-		}
-		for k, v := range o.Params {
-			m[k] = v
-		}
-		out.Params = m
-	}
+	out.Offloads = merge(base.Offloads, o.Offloads)
+	out.Params = merge(base.Params, o.Params)
 	return out
+}
+
+// merge is a copy of base with over's keys on top; base itself when over is empty.
+func merge(base, over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return base
+	}
+	m := maps.Clone(base)
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, over)
+	return m
 }
 
 func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
