@@ -162,9 +162,11 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 			ep.close()
 		}
 	}()
-	// Agents only send samples once jobs start, after the file exists.
-	rec := &recorder{done: make(chan jobEnd, 8), known: map[string]bool{}}
-	// Connect both before creating anything: a host that refuses us costs no file.
+	// Agents only send samples once jobs start, after the file exists. Every job's end
+	// fits in done, so an agent's reader never blocks on one nobody waits for (at most
+	// listen, streams, ping and one sampler per host).
+	rec := &recorder{done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{}}
+	// Connect to every host before creating anything: one that refuses us costs no file.
 	// Not errgroup.WithContext: its context ends with Wait, and the agents' sessions
 	// must outlive it.
 	var g errgroup.Group
