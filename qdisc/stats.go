@@ -11,6 +11,8 @@ import (
 // "root drops", "1:1 ecn_mark" (a qdisc is named by its parent, since the kernel picks
 // children's handles), "root tin0.drops" for cake's per-tin arrays, "root a.b" for
 // nested objects. Options are configuration, not statistics, and are left out.
+// Names are tc's with '-' written '_': iproute2 prints dualpi2's "delay-c" and
+// "pkts-in-l" where other kinds print "ecn_mark".
 func Flatten(raw []byte) (map[string]float64, error) {
 	var qs []map[string]any
 	if err := json.Unmarshal(raw, &qs); err != nil {
@@ -34,6 +36,7 @@ func Flatten(raw []byte) (map[string]float64, error) {
 }
 
 func flatten(out map[string]float64, prefix, key string, v any) {
+	key = strings.ReplaceAll(key, "-", "_")
 	switch x := v.(type) {
 	case float64:
 		out[prefix+key] = x
@@ -61,6 +64,7 @@ var gauges = map[string]bool{
 	"prob": true, "delay": true, "avg_dq_rate": true,
 	// dualpi2
 	"delay_c": true, "delay_l": true, "maxq": true, "memory_used": true, "max_memory_used": true, "memory_limit": true,
+	"credit": true,
 	// cake, per tin and overall
 	"threshold_rate": true, "target_us": true, "interval_us": true, "peak_delay_us": true, "avg_delay_us": true,
 	"base_delay_us": true, "sparse_flows": true, "bulk_flows": true, "unresponsive_flows": true,

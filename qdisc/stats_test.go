@@ -6,8 +6,9 @@ import (
 )
 
 // Fixtures are real `tc -s -j qdisc show` output captured under load: mq+pfifo and
-// htb+bfifo on this project's machine (kernel 6.18), the AQMs it lacks in a QEMU guest
-// with Debian's cloud kernel 6.1 (scripts/capture-qdisc-fixtures); iproute2 6.1.
+// htb+bfifo on this project's machine (kernel 6.18, iproute2 6.1); the AQMs it lacks
+// in QEMU guests (scripts/capture-qdisc-fixtures): Debian's cloud kernel 6.1 with
+// iproute2 6.1, and 7.3.4 with sch_dualpi2 built out of tree and iproute2 7.2.
 func TestFlattenRealOutput(t *testing.T) {
 	cases := []struct {
 		file string
@@ -21,16 +22,22 @@ func TestFlattenRealOutput(t *testing.T) {
 			"root drops": 4796, "root overlimits": 1281, "1:1 drops": 4689, "1:1 bytes": 18906312,
 		}},
 		{"testdata/tc-s-j.fq_codel.linux-6.1.0.json", map[string]float64{
-			"root drops": 232, "1:1 drops": 232, "1:1 packets": 609, "1:1 ecn_mark": 0, "1:1 backlog": 4968,
+			"root drops": 215, "1:1 drops": 215, "1:1 packets": 609, "1:1 ecn_mark": 0, "1:1 backlog": 4968,
 		}},
 		{"testdata/tc-s-j.fq_pie.linux-6.1.0.json", map[string]float64{
-			"1:1 packets": 602, "1:1 backlog": 4968,
+			"1:1 packets": 610, "1:1 backlog": 4968,
 		}},
 		{"testdata/tc-s-j.cake.linux-6.1.0.json", map[string]float64{
-			"root packets": 611, "root backlog": 4968, "root tin0.drops": 0, "root tin2.sent_packets": 0,
+			"root packets": 610, "root backlog": 4968, "root tin1.sent_packets": 614, "root tin2.sent_packets": 0,
 		}},
 		{"testdata/tc-s-j.mq+fq_codel.linux-6.1.0.json", map[string]float64{
-			"root packets": 3001, "1:2 packets": 3000, "1:1 packets": 1, "1:4 drops": 0,
+			"root packets": 3000, "1:4 packets": 3000, "1:1 packets": 0, "1:4 drops": 0,
+		}},
+		{"testdata/tc-s-j.mq+dualpi2.linux-7.3.4.json", map[string]float64{
+			"root packets": 3006, "1:3 packets": 3000, "1:3 pkts_in_c": 3000, "1:3 pkts_in_l": 0, "1:1 prob": 0,
+		}},
+		{"testdata/tc-s-j.htb+dualpi2.linux-7.3.4.json", map[string]float64{
+			"1:1 prob": 0.0981503, "1:1 delay_c": 13828, "1:1 pkts_in_c": 622, "1:1 drops": 3, "1:1 ecn_mark": 0, "1:1 step_mark": 0,
 		}},
 	}
 	for _, c := range cases {
@@ -74,6 +81,14 @@ func TestRealFixtureKinds(t *testing.T) {
 	}
 	if got["root tin1.sent_packets"] == 0 {
 		t.Error("best effort tin carried no packets in the cake fixture")
+	}
+	raw, _ = os.ReadFile("testdata/tc-s-j.htb+dualpi2.linux-7.3.4.json")
+	got, _ = Flatten(raw)
+	for k, counter := range map[string]bool{"1:1 pkts_in_c": true, "1:1 pkts_in_l": true, "1:1 ecn_mark": true, "1:1 step_mark": true,
+		"1:1 prob": false, "1:1 delay_c": false, "1:1 delay_l": false, "1:1 maxq": false, "1:1 memory_used": false, "1:1 credit": false} {
+		if _, ok := got[k]; !ok || IsCounter(k) != counter {
+			t.Errorf("dualpi2 %s: present %v, counter %v, want counter %v", k, ok, IsCounter(k), counter)
+		}
 	}
 }
 

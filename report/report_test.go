@@ -203,6 +203,8 @@ func TestBottleneckRows(t *testing.T) {
 	add("qdisc server:eth0 root backlog", false, 1000, 3000, 2000, 2000, 2000, 2000)
 	add("qdisc server:eth0 1:1 ecn_mark", true, 0, 1, 2, 3, 4, 5)
 	add("qdisc server:eth0 1:2 ecn_mark", true, 0, 1, 2, 3, 4, 5)
+	add("qdisc server:eth0 1:1 pkts_in_c", true, 0, 50, 100, 150, 200, 250)
+	add("qdisc server:eth0 1:1 pkts_in_l", true, 0, 25, 50, 75, 100, 125)
 	add("bql server:eth0 tx-0 inflight", false, 100, 100, 100, 100, 100, 100)
 	add("bql server:eth0 tx-1 inflight", false, 50, 50, 50, 50, 50, 50)
 	s := Summarize(run)
@@ -215,10 +217,12 @@ func TestBottleneckRows(t *testing.T) {
 		points int
 		units  string
 	}{
-		"Qdisc server:eth0 drops":     {20, 4, "pkts/s"},
-		"Qdisc server:eth0 ECN marks": {4, 5, "pkts/s"},
-		"Qdisc server:eth0 backlog":   {2000, 6, "bytes"},
-		"BQL server:eth0 inflight":    {150, 6, "bytes"},
+		"Qdisc server:eth0 drops":        {20, 4, "pkts/s"},
+		"Qdisc server:eth0 ECN marks":    {4, 5, "pkts/s"},
+		"Qdisc server:eth0 backlog":      {2000, 6, "bytes"},
+		"BQL server:eth0 inflight":       {150, 6, "bytes"},
+		"Qdisc server:eth0 classic pkts": {100, 5, "pkts/s"},
+		"Qdisc server:eth0 L4S pkts":     {50, 5, "pkts/s"},
 	} {
 		r, ok := byName[name]
 		if !ok || r.Median != want.median || r.Points != want.points || r.Units != want.units {
