@@ -50,8 +50,11 @@ type hello struct {
 }
 
 const (
-	bufSize        = 1 << 20
-	helloTimeout   = 5 * time.Second
+	bufSize = 1 << 20
+	// helloTimeout bounds connecting and the hello exchange. Streams may start into a
+	// full bottleneck queue where SYNs are dropped and retried at 1, 3, 7, 15 s; the
+	// run's own length bounds it as well.
+	helloTimeout   = 30 * time.Second
 	maxHelloLength = 4096
 	// senderGrace bounds how long a server keeps sending after the planned end, should
 	// the client never close.
@@ -135,11 +138,18 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 			return fmt.Errorf("%s: %w", h.Flow, err)
 		}
 	}
-	// The ack byte lets the client start; it sends nothing past the hello before it,
-	// so the buffered reader above cannot have swallowed stream data.
+	// The ack byte tells the client the stream is accepted; it sends nothing past the
+	// hello before it, so the buffered reader above cannot have swallowed stream data.
+	// Then the client's go byte, once all its streams are accepted, starts this one.
 	if _, err := c.Write([]byte{'\n'}); err != nil {
 		return nil
 	}
+	c.SetReadDeadline(time.Now().Add(2 * helloTimeout))
+	var start [1]byte
+	if _, err := io.ReadFull(c, start[:]); err != nil {
+		return nil // the client gave up on its streams
+	}
+	c.SetReadDeadline(time.Time{})
 	switch h.Direction {
 	case "download":
 		deadline := time.Now().Add(time.Duration(h.Duration*float64(time.Second)) + senderGrace)
@@ -152,18 +162,39 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 	return nil
 }
 
-// RunStreams runs the client side: it connects every flow, receives on download
-// streams and sends on upload streams for spec.Duration, then closes them.
+// RunStreams runs the client side: it connects every flow, then starts them all at
+// once, receiving on download streams and sending on upload streams for
+// spec.Duration, then closes them. Connecting first matters behind a full tail-drop
+// queue: a SYN racing streams already at full rate can lose every retry (lock-out).
 func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
-	defer cancel()
+	conns := make([]*net.TCPConn, len(spec.Flows))
 	errs := make([]error, len(spec.Flows))
 	var wg sync.WaitGroup
 	for i, f := range spec.Flows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runFlow(ctx, spec, f, emit); err != nil {
+			if conns[i], errs[i] = connectFlow(ctx, spec, f); errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", f.Name, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil || ctx.Err() != nil {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
+	defer cancel()
+	for i, f := range spec.Flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runFlow(ctx, conns[i], spec, f, emit); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", f.Name, err)
 			}
 		}()
@@ -172,36 +203,41 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 	return errors.Join(errs...)
 }
 
-func runFlow(ctx context.Context, spec StreamsSpec, f StreamFlow, emit Emit) error {
+// connectFlow opens a stream and has the server accept it; nothing flows yet.
+func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPConn, error) {
 	d := net.Dialer{Timeout: helloTimeout}
 	if f.CC != "" {
 		d.Control = func(_, _ string, rc syscall.RawConn) error { return setCongestion(rc, f.CC) }
 	}
 	nc, err := d.DialContext(ctx, "tcp", spec.Addr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("connect to %s: %w", spec.Addr, err)
+		return nil, fmt.Errorf("connect to %s: %w", spec.Addr, err)
 	}
 	c := nc.(*net.TCPConn)
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
 	h, _ := json.Marshal(hello{Token: spec.Token, Flow: f.Name, Direction: f.Direction, CC: f.CC, Duration: spec.Duration})
 	if _, err := c.Write(append(h, '\n')); err != nil {
-		return fmt.Errorf("send stream hello: %w", err)
+		c.Close()
+		return nil, fmt.Errorf("send stream hello: %w", err)
 	}
 	// The server answers one byte when it has accepted the stream.
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	var ack [1]byte
 	if _, err := io.ReadFull(c, ack[:]); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("the server did not accept the stream (wrong token or listener gone): %w", err)
+		c.Close()
+		return nil, fmt.Errorf("the server did not accept the stream (wrong token or listener gone): %w", err)
 	}
 	c.SetReadDeadline(time.Time{})
+	return c, nil
+}
+
+// runFlow starts an accepted stream with the go byte and runs it until ctx ends.
+func runFlow(ctx context.Context, c *net.TCPConn, spec StreamsSpec, f StreamFlow, emit Emit) error {
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if _, err := c.Write([]byte{'g'}); err != nil {
+		return fmt.Errorf("start stream: %w", err)
+	}
 	switch f.Direction {
 	case "download":
 		return receive(c, f.Name, spec.Step, emit)
