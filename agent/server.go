@@ -138,32 +138,11 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		s.reply(req, Message{Port: l.Port()}, nil)
 		s.runJob(req.Job, func() error { return l.Serve(jctx) })
 	case OpStreams:
-		if req.Streams == nil {
-			s.reply(req, Message{}, errors.New("streams: no spec"))
-			return
-		}
-		if jctx, ok := s.addJob(ctx, req); ok {
-			s.reply(req, Message{}, nil)
-			s.runJob(req.Job, func() error { return runners.RunStreams(jctx, *req.Streams, s.emit) })
-		}
+		s.startJob(ctx, req, req.Streams != nil, func(jctx context.Context) error { return runners.RunStreams(jctx, *req.Streams, s.emit) })
 	case OpPing:
-		if req.Ping == nil {
-			s.reply(req, Message{}, errors.New("ping: no spec"))
-			return
-		}
-		if jctx, ok := s.addJob(ctx, req); ok {
-			s.reply(req, Message{}, nil)
-			s.runJob(req.Job, func() error { return runners.RunPing(jctx, *req.Ping, s.emit) })
-		}
+		s.startJob(ctx, req, req.Ping != nil, func(jctx context.Context) error { return runners.RunPing(jctx, *req.Ping, s.emit) })
 	case OpQdisc:
-		if req.Qdisc == nil {
-			s.reply(req, Message{}, errors.New("qdisc: no spec"))
-			return
-		}
-		if jctx, ok := s.addJob(ctx, req); ok {
-			s.reply(req, Message{}, nil)
-			s.runJob(req.Job, func() error { return runners.RunQdiscStats(jctx, *req.Qdisc, s.emit) })
-		}
+		s.startJob(ctx, req, req.Qdisc != nil, func(jctx context.Context) error { return runners.RunQdiscStats(jctx, *req.Qdisc, s.emit) })
 	case OpStop:
 		s.jobsM.Lock()
 		stop := s.jobs[req.Job]
@@ -174,6 +153,18 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		s.reply(req, Message{}, nil)
 	default:
 		s.reply(req, Message{}, fmt.Errorf("unknown op %q (controller and agent versions differ?)", req.Op))
+	}
+}
+
+// startJob answers the request at once and runs the job until it ends.
+func (s *Server) startJob(ctx context.Context, req Request, hasSpec bool, run func(context.Context) error) {
+	if !hasSpec {
+		s.reply(req, Message{}, fmt.Errorf("%s: no spec", req.Op))
+		return
+	}
+	if jctx, ok := s.addJob(ctx, req); ok {
+		s.reply(req, Message{}, nil)
+		s.runJob(req.Job, func() error { return run(jctx) })
 	}
 }
 

@@ -1,36 +1,13 @@
 package qdisc
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/bloatbench/bloatbench/internal/golden"
 	"github.com/bloatbench/bloatbench/inventory"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./qdisc -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test ./qdisc -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func testInventory(t *testing.T) *inventory.Inventory {
 	inv, err := inventory.Load("testdata/inventory.yaml")
@@ -52,7 +29,7 @@ func TestCommandsGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "# %s (%s), %s\n%s\n", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
 	}
-	golden(t, "commands.golden", []byte(b.String()))
+	golden.Check(t, "commands.golden", []byte(b.String()))
 }
 
 func TestResolve(t *testing.T) {

@@ -2,18 +2,14 @@ package report
 
 import (
 	"bytes"
-	"flag"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func TestStats(t *testing.T) {
 	cases := []struct {
@@ -132,7 +128,7 @@ func TestSummaryGolden(t *testing.T) {
 			if err := Write(&b, format, sums); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "summary."+format, b.Bytes())
+			golden.Check(t, "summary."+format+".golden", b.Bytes())
 		})
 	}
 }
@@ -162,27 +158,6 @@ func TestSummaryValues(t *testing.T) {
 	check("TCP download::1", (5+49*24.0)/50, 24, 50)
 	check("TCP download sum", (20+49*(24+25+26+27.0))/50, 102, 50)
 	check("TCP download avg", (5+49*25.5)/50, 25.5, 50)
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file (go test ./report -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
 }
 
 func TestBottleneckRows(t *testing.T) {
