@@ -251,12 +251,21 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	}
 	// What the buffer allows: 300000 bytes at 100 Mbit/s, plus the idle RTT, plus 10%.
 	// On this project's VM, htb (not tbf) sometimes holds a packet a few ms longer than
-	// that: iputils, with kernel receive timestamps, saw up to 28.5 ms. Our samples are
-	// held to the physical bound, or to the reference's own worst in the same run
-	// (plus the same 10% margin) when the kernel itself went past it.
+	// that: iputils, with kernel receive timestamps, saw up to 28.5 ms. pro-bing stamps
+	// replies in user space, which on a 2-core machine busy with the streams' softirqs
+	// can add a few ms to a single reply (CI once saw 28.4 ms against iputils' 25.3 ms).
+	// So our samples are held to the physical bound, or to the reference's own worst in
+	// the same run plus 20% of the bound; and no more of ours may pass the bound than
+	// iputils' own count plus 3% of the samples.
 	bound := (300000*8/100e6*1e3 + idle) * 1.1
 	theirMax := slices.Max(theirs)
-	limit := math.Max(bound, theirMax+0.1*bound)
+	limit := math.Max(bound, theirMax+0.2*bound)
+	theirOver := 0
+	for _, v := range theirs {
+		if v > bound {
+			theirOver++
+		}
+	}
 	maxOurs, over := 0.0, 0
 	for _, s := range run.Samples["Ping (ms) ICMP"] {
 		if !s.Lost && s.T >= loadStart && s.T <= loadEnd {
@@ -269,7 +278,10 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("largest loaded sample: bloatbench %.2f ms, iputils %.2f ms; buffer bound %.2f ms; %d of ours above the bound", maxOurs, theirMax, bound, over)
+	t.Logf("largest loaded sample: bloatbench %.2f ms, iputils %.2f ms; buffer bound %.2f ms; above the bound: %d of ours, %d of iputils'", maxOurs, theirMax, bound, over, theirOver)
+	if n := len(run.Samples["Ping (ms) ICMP"]); over > theirOver+max(1, 3*n/100) {
+		t.Errorf("%d of our %d samples above the %.2f ms bound, iputils only %d", over, n, bound, theirOver)
+	}
 }
 
 func median(xs []float64) float64 {
