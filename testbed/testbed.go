@@ -54,6 +54,9 @@ type Lab struct {
 	Options   Options `json:"options"`
 	Inventory string  `json:"inventory"`
 	Hosts     []Node  `json:"hosts"`
+	// VM and VMOptions are set for a VM lab (testbed up --vm).
+	VM        *VMState   `json:"vm,omitempty"`
+	VMOptions *VMOptions `json:"vm_options,omitempty"`
 }
 
 // Node is one namespace of the lab.
@@ -351,8 +354,8 @@ func waitPort(ctx context.Context, addr string, within time.Duration) error {
 	}
 }
 
-// Down removes the named lab, or every lab when name is "".
-func Down(ctx context.Context, name string) error {
+// Down removes the named lab, or every lab when name is "" (every VM lab when vmOnly).
+func Down(ctx context.Context, name string, vmOnly bool) error {
 	entries, err := os.ReadDir(StateDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("read %s: %w", StateDir, err)
@@ -368,7 +371,14 @@ func Down(ctx context.Context, name string) error {
 		if b, err := os.ReadFile(filepath.Join(l.Dir, "state.json")); err == nil {
 			json.Unmarshal(b, l)
 		}
-		if l.Hosts == nil {
+		if vmOnly && l.VM == nil && !strings.HasPrefix(e.Name(), "bbvm") {
+			continue
+		}
+		if l.VM == nil && strings.HasPrefix(e.Name(), "bbvm") {
+			// A VM lab killed before it saved its state: its namespace has its name.
+			l.VM = &VMState{NetNS: e.Name()}
+		}
+		if l.Hosts == nil && l.VM == nil {
 			if n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "bb")); err == nil {
 				l.Index, l.Hosts = n, plan(n)
 			}
@@ -384,6 +394,9 @@ func Down(ctx context.Context, name string) error {
 // down removes what the lab made: its processes, namespaces (which take their veths
 // with them), the host's management ends and the folder.
 func (l *Lab) down(ctx context.Context) error {
+	if l.VM != nil {
+		return l.vmDown(ctx)
+	}
 	var errs []error
 	for _, h := range l.Hosts {
 		if out, err := exec.CommandContext(ctx, "ip", "netns", "pids", h.NetNS).Output(); err == nil {

@@ -115,7 +115,7 @@ func runAction(c *cli.Context) error {
 		}
 		defer func() {
 			// Taken down even when the run was interrupted.
-			if err := testbed.Down(context.WithoutCancel(c.Context), lab.Name); err != nil {
+			if err := testbed.Down(context.WithoutCancel(c.Context), lab.Name, false); err != nil {
 				fmt.Fprintln(c.App.ErrWriter, "bloatbench: take the local lab down:", err)
 			}
 		}()

@@ -25,15 +25,32 @@ func labOptions(c *cli.Context, prefix string) testbed.Options {
 func testbedCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "testbed",
-		Usage: "bring the local lab (network namespaces with sshd, on this machine) up or down",
+		Usage: "bring a lab up or down: the local lab (network namespaces with sshd, on this machine) or the VM lab (QEMU guests with a Debian kernel that has every qdisc)",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "up",
 				Usage: "create a client and a server namespace joined by a veth test link, each with its own sshd, and write an inventory (needs root)",
-				UsageText: "bloatbench testbed up [--out lab.yaml] [--rate RATE] [--queue pfifo:N|bfifo:BYTES] [--gso off]\n\nExample:\n" +
-					"   bloatbench testbed up --out lab.yaml --rate 100mbit --queue bfifo:300000 --gso off\n   bloatbench run -H lab.yaml tcp_4down",
-				Flags: append([]cli.Flag{&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "lab.yaml", Usage: "where to write the lab's inventory"}}, labFlags("")...),
+				UsageText: "bloatbench testbed up [--out lab.yaml] [--rate RATE] [--queue pfifo:N|bfifo:BYTES] [--gso off]\n" +
+					"   bloatbench testbed up --vm [--out vmlab.yaml] [--rate RATE] [--queues N] [--kernel DEB_OR_BZIMAGE] [--module KO]...\n\nExample:\n" +
+					"   bloatbench testbed up --out lab.yaml --rate 100mbit --queue bfifo:300000 --gso off\n   bloatbench run -H lab.yaml tcp_4down\n" +
+					"   bloatbench testbed up --vm --out vmlab.yaml --rate 20mbit\n" +
+					"   bloatbench run -H vmlab.yaml --setup mq+dualpi2 --setup mq+fq_codel -l 20 tcp_4down",
+				Flags: append([]cli.Flag{
+					&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "lab.yaml", Usage: "where to write the lab's inventory"},
+					&cli.BoolFlag{Name: "vm", Usage: "two QEMU guests with Debian's 7.3 kernel (every AQM, dualpi2 built for it, virtio-net with BQL) instead of namespaces; --rate is then the link's line rate"},
+					&cli.StringFlag{Name: "kernel", Usage: "with --vm: boot this linux-image .deb or bzImage instead"},
+					&cli.StringSliceFlag{Name: "module", Usage: "with --vm: load this .ko in each guest at boot (repeatable), e.g. your qdisc"},
+					&cli.IntFlag{Name: "memory", Value: 512, Usage: "with --vm: MiB of memory per guest"},
+				}, labFlags("")...),
 				Action: func(c *cli.Context) error {
+					if c.Bool("vm") {
+						return vmUp(c)
+					}
+					for _, f := range []string{"kernel", "module", "memory"} {
+						if c.IsSet(f) {
+							return fmt.Errorf("--%s is for the VM lab: add --vm", f)
+						}
+					}
 					lab, err := testbed.Up(c.Context, labOptions(c, ""), c.String("out"))
 					if err != nil {
 						return err
@@ -45,10 +62,11 @@ func testbedCommand() *cli.Command {
 			{
 				Name:      "down",
 				Usage:     "remove a lab: its namespaces, links, sshd and keys (all labs when no -H or --name)",
-				UsageText: "bloatbench testbed down [-H lab.yaml | --name bb0]\n\nExample:\n   bloatbench testbed down -H lab.yaml\n   bloatbench testbed down     # every lab",
+				UsageText: "bloatbench testbed down [-H lab.yaml | --name bb0 | --vm]\n\nExample:\n   bloatbench testbed down -H lab.yaml\n   bloatbench testbed down --vm   # every VM lab: guests, taps, bridge, namespace\n   bloatbench testbed down        # every lab",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Usage: "the inventory testbed up wrote"},
-					&cli.StringFlag{Name: "name", Usage: "the lab's name (bb0, bb1, ...)"},
+					&cli.StringFlag{Name: "name", Usage: "the lab's name (bb0, bbvm0, ...)"},
+					&cli.BoolFlag{Name: "vm", Usage: "every VM lab"},
 				},
 				Action: func(c *cli.Context) error {
 					name := c.String("name")
@@ -62,9 +80,30 @@ func testbedCommand() *cli.Command {
 						}
 						name = inv.Testbed
 					}
-					return testbed.Down(c.Context, name)
+					return testbed.Down(c.Context, name, c.Bool("vm"))
 				},
 			},
 		},
 	}
+}
+
+func vmUp(c *cli.Context) error {
+	for _, f := range []string{"queue", "gso"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--%s is for the local lab; in the VM lab a setup chooses queues and offloads (--setup, inventory setups:)", f)
+		}
+	}
+	out := c.String("out")
+	if !c.IsSet("out") {
+		out = "vmlab.yaml"
+	}
+	o := testbed.VMOptions{Rate: c.String("rate"), Queues: c.Int("queues"), Kernel: c.String("kernel"),
+		Modules: c.StringSlice("module"), MemoryMB: c.Int("memory"), Log: c.App.ErrWriter}
+	lab, err := testbed.UpVM(c.Context, o, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "VM lab %s is up (kernel %s): client on 127.0.0.1:%d, server on 127.0.0.1:%d; inventory %s\n",
+		lab.Name, lab.VM.Kernel, lab.VM.Guests[0].SSHPort, lab.VM.Guests[1].SSHPort, lab.Inventory)
+	return nil
 }

@@ -1,0 +1,556 @@
+package testbed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+// The guest image's recipe: both files are part of the cache key, so editing either
+// rebuilds the image.
+var (
+	//go:embed vm/build.sh
+	buildScript []byte
+	//go:embed vm/init
+	guestInit []byte
+)
+
+// VMOptions choose the VM lab's kernel and its test link.
+type VMOptions struct {
+	// Rate is the test link's line rate, enforced on the host side with flow control
+	// back into the guests (see vmLink); "" = as fast as emulation goes.
+	Rate string `json:"rate,omitempty"`
+	// Queues is the number of queue pairs of the guests' virtio-net test device.
+	Queues int `json:"queues"`
+	// Kernel is a linux-image .deb or a bzImage to boot instead of the default.
+	Kernel string `json:"kernel,omitempty"`
+	// Modules are .ko files each guest loads at boot (a qdisc under development).
+	Modules []string `json:"modules,omitempty"`
+	// MemoryMB per guest.
+	MemoryMB int `json:"memory_mb"`
+	// CacheDir holds built images; "" = $XDG_CACHE_HOME/bloatbench/vm.
+	CacheDir string `json:"-"`
+	// Log receives the build's and the boot's progress.
+	Log io.Writer `json:"-"`
+}
+
+// VMState is what `testbed down` needs of a VM lab.
+type VMState struct {
+	NetNS  string   `json:"netns"` // holds the bridge joining the guests' taps
+	PIDs   []int    `json:"pids"`
+	Image  string   `json:"image"`
+	Kernel string   `json:"kernel_release"`
+	Guests []VMNode `json:"guests"`
+}
+
+// VMNode is one guest.
+type VMNode struct {
+	Role    string `json:"role"`
+	SSHPort int    `json:"ssh_port"`
+	Tap     string `json:"tap"`
+	TestIP  string `json:"test_ip"`
+	Console string `json:"console"`
+}
+
+// vmSndbuf bounds the bytes each tap queue of QEMU may have in flight on the host.
+// Past it, QEMU's writes wait and it stops taking packets off the guest's virtio tx
+// ring, so the queue builds in the guest's qdisc (where the setup under test is) and
+// BQL sees a device that pushes back, as a real NIC at that line rate would. QEMU's
+// own documentation gives sndbuf as its flow control. The bound is per tap queue and
+// lets one more packet through, so the device offers the host no TSO: packets stay
+// MTU-sized (the guest still builds GSO packets in its qdiscs and segments them in
+// software) and the host holds a few packets, not a few 64 KB ones.
+const vmSndbuf = 4096
+
+// vmBootTimeout bounds a guest's boot under software emulation.
+const vmBootTimeout = 3 * time.Minute
+
+func (o *VMOptions) check() error {
+	if o.Rate != "" && !rateRE.MatchString(o.Rate) {
+		return fmt.Errorf("--rate %q: write a tc rate such as 20mbit", o.Rate)
+	}
+	if o.Queues == 0 {
+		o.Queues = 4
+	}
+	if o.Queues < 1 || o.Queues > 8 {
+		return fmt.Errorf("--queues %d: from 1 to 8", o.Queues)
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 512
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	for _, f := range append([]string{o.Kernel}, o.Modules...) {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	for _, m := range o.Modules {
+		if !strings.HasSuffix(m, ".ko") {
+			return fmt.Errorf("--module %s: give a kernel module file (.ko, not compressed)", m)
+		}
+	}
+	return nil
+}
+
+// Image is a built guest image in the cache.
+type Image struct {
+	Dir     string
+	Vmlinuz string
+	Initrd  string
+	Kernel  string // release
+}
+
+// EnsureImage returns the cached image for these options, building it when missing:
+// a few minutes from cold (downloads, a debootstrap to build sch_dualpi2.ko).
+func EnsureImage(ctx context.Context, o VMOptions) (Image, error) {
+	if err := o.check(); err != nil {
+		return Image{}, err
+	}
+	cache := o.CacheDir
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return Image{}, fmt.Errorf("find a cache folder: %w (set XDG_CACHE_HOME)", err)
+		}
+		cache = filepath.Join(base, "bloatbench", "vm")
+	}
+	h := sha256.New()
+	h.Write(buildScript)
+	h.Write(guestInit)
+	kdeb := ""
+	if o.Kernel != "" && isDeb(o.Kernel) {
+		kdeb = o.Kernel
+		if err := hashFile(h, kdeb); err != nil {
+			return Image{}, err
+		}
+	}
+	dir := filepath.Join(cache, hex.EncodeToString(h.Sum(nil))[:16])
+	img := Image{Dir: dir, Vmlinuz: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.gz")}
+	if !fileExists(filepath.Join(dir, "kver")) {
+		if err := buildImage(ctx, o, dir, kdeb); err != nil {
+			return Image{}, err
+		}
+	}
+	kv, err := os.ReadFile(filepath.Join(dir, "kver"))
+	if err != nil {
+		return Image{}, fmt.Errorf("read image %s: %w", dir, err)
+	}
+	img.Kernel = strings.TrimSpace(string(kv))
+	if o.Kernel != "" && !isDeb(o.Kernel) {
+		// A bare bzImage boots with the default image's userland; modules of another
+		// release will not load, so what the lab needs must be built in.
+		img.Vmlinuz, img.Kernel = o.Kernel, ""
+	}
+	return img, nil
+}
+
+func isDeb(p string) bool { return strings.HasSuffix(p, ".deb") }
+
+func hashFile(h io.Writer, p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	return nil
+}
+
+func buildImage(ctx context.Context, o VMOptions, dir, kdeb string) error {
+	need := map[string]string{"debootstrap": "debootstrap", "cpio": "cpio", "xz": "xz-utils", "dpkg-deb": "dpkg", "apt-get": "apt", "busybox": "busybox-static", "depmod": "kmod"}
+	for tool, pkg := range need {
+		if _, err := lookPath(tool); err != nil {
+			return fmt.Errorf("building the VM image needs %s: apt-get install %s (or run scripts/install-deps --vm)", tool, pkg)
+		}
+	}
+	if !fileExists("/bin/busybox") {
+		return errors.New("building the VM image needs a static /bin/busybox: apt-get install busybox-static")
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("create the image cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".build-")
+	if err != nil {
+		return fmt.Errorf("create the image cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	script, init := filepath.Join(tmp, "build.sh"), filepath.Join(tmp, "init")
+	if err := os.WriteFile(script, buildScript, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(init, guestInit, 0o755); err != nil {
+		return err
+	}
+	args := []string{script, filepath.Join(tmp, "image")}
+	if kdeb != "" {
+		args = append(args, kdeb)
+	}
+	fmt.Fprintf(o.Log, "building the VM image into %s (a few minutes, once)\n", dir)
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	cmd.Env = append(os.Environ(), "INIT="+init)
+	var tail tailBuffer
+	cmd.Stdout = io.MultiWriter(o.Log, &tail)
+	cmd.Stderr = io.MultiWriter(o.Log, &tail)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build the VM image: %w\n%s", err, tail.String())
+	}
+	// Renaming is the commit: an interrupted build leaves no image that looks whole.
+	if err := os.Rename(filepath.Join(tmp, "image"), dir); err != nil && !fileExists(filepath.Join(dir, "kver")) {
+		return fmt.Errorf("store the VM image: %w", err)
+	}
+	return nil
+}
+
+// tailBuffer keeps the last lines written to it, for error messages.
+type tailBuffer struct{ lines []string }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.lines = append(t.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	if len(t.lines) > 20 {
+		t.lines = t.lines[len(t.lines)-20:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return strings.Join(t.lines, "\n") }
+
+// UpVM boots a VM lab: two QEMU guests (client and server) whose multi-queue
+// virtio-net test devices are joined by a bridge in a namespace of their own, each
+// reached over SSH through a port QEMU forwards from 127.0.0.1. It writes an
+// inventory to out ("" = inside the lab's folder).
+func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the VM lab needs root (taps, a bridge in a namespace): run as root")
+	}
+	qemu, err := lookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, errors.New("the VM lab needs qemu-system-x86_64: apt-get install qemu-system-x86 (or scripts/install-deps --vm)")
+	}
+	for _, t := range []string{"ip", "tc"} {
+		if _, err := lookPath(t); err != nil {
+			return nil, fmt.Errorf("the VM lab needs %s: apt-get install iproute2", t)
+		}
+	}
+	if !fileExists("/dev/net/tun") {
+		return nil, errors.New("the VM lab needs /dev/net/tun (modprobe tun)")
+	}
+	img, err := EnsureImage(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	n, dir, err := claimVM()
+	if err != nil {
+		return nil, err
+	}
+	lab = &Lab{Name: fmt.Sprintf("bbvm%d", n), Index: n, Dir: dir, VMOptions: &o,
+		VM: &VMState{NetNS: fmt.Sprintf("bbvm%d", n), Image: img.Dir, Kernel: img.Kernel}}
+	defer func() {
+		if err != nil {
+			lab.down(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := lab.save(); err != nil {
+		return nil, err
+	}
+	userKey, err := newKey(filepath.Join(dir, "id_ed25519"))
+	if err != nil {
+		return nil, err
+	}
+	authorized := ssh.MarshalAuthorizedKey(userKey)
+	var known []string
+	for i, role := range []string{"client", "server"} {
+		g := VMNode{Role: role, Tap: fmt.Sprintf("bbvm%d%c", n, role[0]), TestIP: fmt.Sprintf("198.18.%d.%d", 128+n, i+1),
+			Console: filepath.Join(dir, role+".console")}
+		if g.SSHPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		hostPub, err := newKey(filepath.Join(dir, role+"_host_key"))
+		if err != nil {
+			return nil, err
+		}
+		known = append(known, knownhosts.Line([]string{knownhosts.Normalize(fmt.Sprintf("127.0.0.1:%d", g.SSHPort))}, hostPub))
+		pid, err := lab.boot(ctx, qemu, img, g, i, authorized)
+		if err != nil {
+			return nil, err
+		}
+		lab.VM.PIDs = append(lab.VM.PIDs, pid)
+		lab.VM.Guests = append(lab.VM.Guests, g)
+		if err := lab.save(); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), []byte(strings.Join(known, "\n")+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := lab.vmLink(ctx); err != nil {
+		return nil, err
+	}
+	for _, g := range lab.VM.Guests {
+		if err := waitReady(ctx, g, o.Log); err != nil {
+			return nil, err
+		}
+	}
+	if out == "" {
+		out = filepath.Join(dir, "lab.yaml")
+	}
+	if lab.Inventory, err = filepath.Abs(out); err != nil {
+		return nil, err
+	}
+	if err := lab.writeVMInventory(); err != nil {
+		return nil, err
+	}
+	return lab, lab.save()
+}
+
+// claimVM takes the first free VM lab number, as claim does for local labs.
+func claimVM() (int, string, error) {
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return 0, "", fmt.Errorf("create %s: %w", StateDir, err)
+	}
+	for n := 0; n < 16; n++ {
+		dir := filepath.Join(StateDir, fmt.Sprintf("bbvm%d", n))
+		if fileExists(filepath.Join("/run/netns", fmt.Sprintf("bbvm%d", n))) {
+			continue
+		}
+		if err := os.Mkdir(dir, 0o700); err == nil {
+			return n, dir, nil
+		} else if !errors.Is(err, os.ErrExist) {
+			return 0, "", fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	return 0, "", errors.New("all 16 VM lab slots are taken: `bloatbench testbed down --vm` removes them")
+}
+
+// freePort asks the kernel for a free port on 127.0.0.1 for QEMU to forward.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// boot starts one guest, daemonised, and returns QEMU's pid.
+func (l *Lab) boot(ctx context.Context, qemu string, img Image, g VMNode, i int, authorized []byte) (int, error) {
+	o := l.VMOptions
+	mgmtMAC, testMAC := fmt.Sprintf("52:54:00:bb:%02x:%02x", l.Index, 0x10+i), fmt.Sprintf("52:54:00:bb:%02x:%02x", l.Index, 0x20+i)
+	guest := fmt.Sprintf("NAME=%s-%s\nMGMT_MAC=%s\nTEST_MAC=%s\nTEST_IP=%s/24\nQUEUES=%d\n", l.Name, g.Role, mgmtMAC, testMAC, g.TestIP, o.Queues)
+	files := map[string]string{"guest": filepath.Join(l.Dir, g.Role+".env"), "authorized_keys": filepath.Join(l.Dir, "authorized_keys"),
+		"hostkey": filepath.Join(l.Dir, g.Role+"_host_key")}
+	if err := os.WriteFile(files["guest"], []byte(guest), 0o600); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(files["authorized_keys"], authorized, 0o600); err != nil {
+		return 0, err
+	}
+	pidFile := filepath.Join(l.Dir, g.Role+".pid")
+	args := []string{
+		"-name", l.Name + "-" + g.Role,
+		"-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", strconv.Itoa(o.MemoryMB),
+		"-display", "none", "-monitor", "none", "-serial", "file:" + g.Console,
+		"-no-reboot", "-daemonize", "-pidfile", pidFile,
+		"-kernel", img.Vmlinuz, "-initrd", img.Initrd,
+		"-append", "console=ttyS0 panic=-1 quiet",
+		// restrict=on: the management port reaches nothing but the forwarded sshd.
+		"-netdev", fmt.Sprintf("user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
+		"-device", "virtio-net-pci,netdev=mgmt,mac=" + mgmtMAC,
+		"-netdev", fmt.Sprintf("tap,id=test,ifname=%s,script=no,downscript=no,vhost=off,queues=%d,sndbuf=%d", g.Tap, o.Queues, vmSndbuf),
+		"-device", fmt.Sprintf("virtio-net-pci,netdev=test,mac=%s,mq=on,vectors=%d,host_tso4=off,host_tso6=off,host_ufo=off,host_ecn=off,gso=off", testMAC, 2*o.Queues+2),
+	}
+	for name, f := range files {
+		args = append(args, "-fw_cfg", "name=opt/bloatbench/"+name+",file="+f)
+	}
+	for j, m := range o.Modules {
+		abs, err := filepath.Abs(m)
+		if err != nil {
+			return 0, err
+		}
+		args = append(args, "-fw_cfg", fmt.Sprintf("name=opt/bloatbench/module%d,file=%s", j, abs))
+	}
+	fmt.Fprintf(o.Log, "booting %s-%s (kernel %s)\n", l.Name, g.Role, img.Vmlinuz)
+	if b, err := exec.CommandContext(ctx, qemu, args...).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("start QEMU for %s: %w: %s", g.Role, err, strings.TrimSpace(string(b)))
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("QEMU for %s wrote no pid file: %w", g.Role, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("QEMU's pid file %s: %w", pidFile, err)
+	}
+	return pid, nil
+}
+
+// vmLink moves both guests' taps into the lab's namespace, bridges them, and shapes
+// each tap's egress (towards its guest) at the lab's rate. tbf's queue stays small
+// because QEMU's sndbuf stops the sender first: the standing queue is the guest's.
+func (l *Lab) vmLink(ctx context.Context) error {
+	ns := l.VM.NetNS
+	steps := [][]string{
+		{"ip", "netns", "add", ns},
+		// br_netfilter (when the host has it) orphans bridged packets, which frees
+		// QEMU's sndbuf at once and with it the flow control; the lab's frames have
+		// no business with the host's firewall anyway.
+		{"ip", "netns", "exec", ns, "sh", "-c", "for f in /proc/sys/net/bridge/bridge-nf-call-*; do [ -e \"$f\" ] && echo 0 > \"$f\"; done; true"},
+		{"ip", "-n", ns, "link", "add", "br0", "type", "bridge"},
+		{"ip", "-n", ns, "link", "set", "br0", "up"},
+	}
+	for _, g := range l.VM.Guests {
+		steps = append(steps,
+			[]string{"ip", "link", "set", g.Tap, "netns", ns},
+			[]string{"ip", "-n", ns, "link", "set", g.Tap, "master", "br0"},
+			[]string{"ip", "-n", ns, "link", "set", g.Tap, "up"})
+		if r := l.VMOptions.Rate; r != "" {
+			steps = append(steps, []string{"tc", "-n", ns, "qdisc", "replace", "dev", g.Tap, "root", "tbf",
+				"rate", r, "burst", "4500", "limit", "65536"})
+		}
+	}
+	for _, s := range steps {
+		if err := run(ctx, s...); err != nil {
+			return fmt.Errorf("VM lab link: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitReady follows a guest's console until its init says sshd is up.
+func waitReady(ctx context.Context, g VMNode, log io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, vmBootTimeout)
+	defer cancel()
+	for {
+		b, _ := os.ReadFile(g.Console)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if strings.HasPrefix(line, "@@ready") {
+				fmt.Fprintf(log, "%s is up: %s\n", g.Role, strings.TrimPrefix(line, "@@ready "))
+				return waitBanner(ctx, g.SSHPort)
+			}
+			if strings.HasPrefix(line, "@@fail") {
+				return fmt.Errorf("guest %s: %s (console: %s)", g.Role, strings.TrimPrefix(line, "@@fail "), g.Console)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("guest %s did not come up within %v; its console is %s:\n%s", g.Role, vmBootTimeout, g.Console, lastLines(b, 15))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitBanner waits for sshd's banner through QEMU's forward (which accepts
+// connections before anything in the guest listens).
+func waitBanner(ctx context.Context, port int) error {
+	for {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "SSH-") {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no sshd answers on 127.0.0.1:%d", port)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (l *Lab) writeVMInventory() error {
+	inv := &inventory.Inventory{Hosts: map[string]*inventory.Host{}, Client: "client", Server: "server", Testbed: l.Name}
+	for _, g := range l.VM.Guests {
+		inv.Hosts[g.Role] = &inventory.Host{SSH: fmt.Sprintf("root@127.0.0.1:%d", g.SSHPort), TestIP: g.TestIP,
+			IdentityFile: filepath.Join(l.Dir, "id_ed25519"), KnownHosts: filepath.Join(l.Dir, "known_hosts")}
+		inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: g.Role, Dev: TestDev})
+	}
+	link := "unshaped"
+	if l.VMOptions.Rate != "" {
+		link = "line rate " + l.VMOptions.Rate
+	}
+	comment := fmt.Sprintf("# VM lab %s: kernel %s in QEMU, virtio-net with %d queue pairs, %s.\n"+
+		"# Written by `bloatbench testbed up --vm`; `bloatbench testbed down -H %s` removes it.\n",
+		l.Name, l.VM.Kernel, l.VMOptions.Queues, link, filepath.Base(l.Inventory))
+	return inv.Write(l.Inventory, comment)
+}
+
+// vmDown stops the guests and removes the namespace, which takes the bridge with it;
+// the taps go with QEMU.
+func (l *Lab) vmDown(ctx context.Context) error {
+	var errs []error
+	for _, pid := range l.VM.PIDs {
+		if !isQEMU(pid) {
+			continue // gone, or the number was reused by something else
+		}
+		syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(5 * time.Second)
+		for isQEMU(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if isQEMU(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if l.VM.NetNS != "" && fileExists(filepath.Join("/run/netns", l.VM.NetNS)) {
+		if err := run(ctx, "ip", "netns", "del", l.VM.NetNS); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// A tap QEMU made but vmLink never moved is still in the host's namespace.
+	for _, g := range l.VM.Guests {
+		if _, err := net.InterfaceByName(g.Tap); err == nil {
+			run(ctx, "ip", "link", "del", g.Tap)
+		}
+	}
+	if err := os.RemoveAll(l.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", l.Dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+func isQEMU(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), "qemu-system")
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Builds the VM lab's guest image from Debian's packages only, into OUT:
+#   vmlinuz      trixie-backports' cloud kernel (or the kernel of KERNEL_DEB)
+#   initrd.gz    busybox, sshd and ethtool from this machine, forky's iproute2 7.2 run
+#                through its own loader (the first tc that knows dualpi2), the kernel's
+#                network modules and sch_dualpi2.ko built out of tree against the
+#                kernel's headers (no Debian kernel enables dualpi2)
+#   kver         the kernel release
+# Other suites are read through a private APT_CONFIG from the mirror the machine's
+# apt already uses; the machine's apt setup is never changed.
+# Usage (root): INIT=init build.sh OUT [KERNEL_DEB]
+set -euo pipefail
+out=$1
+kdeb=${2:-}
+: "${INIT:?INIT must name the init script of the guest}"
+INIT=$(realpath "$INIT")
+[ -z "$kdeb" ] || kdeb=$(realpath "$kdeb")
+kv=7.3.4+deb13-cloud-amd64
+work=$(mktemp -d "${TMPDIR:-/tmp}/bbvm-build.XXXXXX")
+cleanup() {
+  mountpoint -q "$work/trixie/proc" 2>/dev/null && umount "$work/trixie/proc"
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+step() { echo "vm build: $*" >&2; }
+
+mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+[ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+[ -n "$mirror" ] || { echo "no Debian mirror in /etc/apt/sources.list{,.d}: the VM lab is built from Debian's packages" >&2; exit 1; }
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+[ -f "$keyring" ] || { echo "$keyring missing: apt-get install debian-archive-keyring" >&2; exit 1; }
+
+step "private apt for trixie, trixie-backports and forky"
+mkdir -p apt/{lists/partial,archives/partial,etc/sources.list.d,etc/preferences.d}
+touch apt/status
+for s in trixie trixie-backports forky; do echo "deb [signed-by=$keyring] $mirror $s main"; done > apt/etc/sources.list
+cat > apt/apt.conf <<CONF
+Dir::State "$work/apt"; Dir::State::status "$work/apt/status"; Dir::Cache "$work/apt";
+Dir::Etc::sourcelist "$work/apt/etc/sources.list"; Dir::Etc::sourceparts "$work/apt/etc/sources.list.d";
+Dir::Etc::preferencesparts "$work/apt/etc/preferences.d"; APT::Architecture "amd64";
+APT::Sandbox::User "root";
+CONF
+papt() { APT_CONFIG="$work/apt/apt.conf" "$@"; }
+papt apt-get update -qq
+
+r=$work/root
+mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,run,tmp,opt,root,etc/ssh,var/empty}
+
+if [ -n "$kdeb" ]; then
+  step "kernel from $kdeb"
+  dpkg-deb -x "$kdeb" k
+  kv=$(ls k/lib/modules 2>/dev/null || ls k/usr/lib/modules)
+  dualpi2=no
+else
+  step "kernel $kv, its headers and sources"
+  papt apt-get download -qq "linux-binary-unsigned-$kv" "linux-modules-$kv" "linux-headers-$kv" \
+    linux-headers-7.3.4+deb13-common linux-kbuild-7.3.4+deb13 linux-source-7.3 2>/dev/null
+  for d in linux-binary-unsigned-*.deb linux-modules-*.deb; do dpkg-deb -x "$d" k; done
+  dualpi2=yes
+fi
+mdir=k/lib/modules/$kv
+[ -d "$mdir" ] || mdir=k/usr/lib/modules/$kv
+vmlinuz=
+for f in "$mdir"/vmlinuz* k/boot/vmlinuz-"$kv"; do [ -f "$f" ] && vmlinuz=$f && break; done
+[ -n "$vmlinuz" ] || { echo "no vmlinuz for $kv in the kernel package" >&2; exit 1; }
+
+if [ "$dualpi2" = yes ]; then
+  step "sch_dualpi2.ko, built out of tree in a trixie chroot"
+  dpkg-deb --fsys-tarfile linux-source-7.3_*.deb | tar -xO ./usr/src/linux-source-7.3.tar.xz |
+    tar -xJ linux-source-7.3/net/sched/sch_dualpi2.c
+  debootstrap --variant=minbase --include=gcc-14,make,binutils,libc6-dev,libelf1t64 trixie trixie "$mirror" >/dev/null
+  # Building needs the headers' files, not their packaging (whose scripts want
+  # linux-base and pahole): unpack them into the chroot.
+  for d in linux-headers-*.deb linux-kbuild-*.deb; do dpkg-deb -x "$d" trixie; done
+  mkdir -p trixie/build
+  cp linux-source-7.3/net/sched/sch_dualpi2.c trixie/build/
+  echo 'obj-m := sch_dualpi2.o' > trixie/build/Makefile
+  mount -t proc proc trixie/proc # objtool reads it
+  # No pahole in the chroot: no BTF for the module, which loading does not need.
+  chroot trixie make -s -C "/usr/src/linux-headers-$kv" M=/build CC=gcc-14 CONFIG_DEBUG_INFO_BTF_MODULES= modules >/dev/null
+  umount trixie/proc
+  mkdir -p "$r/lib/modules/$kv/extra"
+  cp trixie/build/sch_dualpi2.ko "$r/lib/modules/$kv/extra/"
+fi
+
+step "modules"
+# Debian's module packages leave modules.dep to their postinst.
+depmod -b "$PWD/${mdir%/lib/modules/*}" "$kv"
+# The modules the lab needs, with what they depend on (from the package's modules.dep).
+want='virtio_net virtio_pci virtio_blk qemu_fw_cfg veth dummy ifb sch_htb sch_tbf sch_prio sch_mq
+sch_fq sch_fq_codel sch_codel sch_pie sch_fq_pie sch_cake sch_netem sch_ingress sch_sfq sch_red
+cls_u32 cls_fw cls_matchall act_mirred tcp_bbr tcp_dctcp tcp_cubic'
+pat=$(for m in $want; do printf '%s\n' "$m" "${m//_/-}"; done | sort -u)
+sel=$(awk -F: -v pat="$pat" 'BEGIN{n=split(pat,a,"\n"); for(i=1;i<=n;i++) w[a[i]]=1}
+  {name=$1; sub(/.*\//,"",name); sub(/\.ko(\.xz|\.zst)?$/,"",name); if (name in w) {print $1; print $2}}' "$mdir/modules.dep" | tr ' ' '\n' | grep . | sort -u)
+for f in $sel; do
+  mkdir -p "$r/lib/modules/$kv/$(dirname "$f")"
+  case $f in
+  *.xz) xz -dc "$mdir/$f" > "$r/lib/modules/$kv/${f%.xz}" ;;
+  *.zst) zstd -qdc "$mdir/$f" > "$r/lib/modules/$kv/${f%.zst}" ;;
+  *) cp "$mdir/$f" "$r/lib/modules/$kv/$f" ;;
+  esac
+done
+cp "$mdir"/modules.builtin* "$r/lib/modules/$kv/" 2>/dev/null || true
+/bin/busybox depmod -b "$r" "$kv"
+
+step "userland"
+# copy_bin BINARY: a binary of this machine and the libraries ldd names.
+copy_bin() {
+  mkdir -p "$r$(dirname "$1")"
+  cp "$1" "$r$1"
+  for l in $(ldd "$1" | grep -o '/[^ ]*'); do mkdir -p "$r$(dirname "$l")"; cp -nL "$l" "$r$l"; done
+}
+cp /bin/busybox "$r/bin/"
+# Debian's static busybox prefers its applets to PATH, so its shell would run its own
+# tc and ip: the login shell is dash.
+copy_bin /bin/dash
+ln -s dash "$r/bin/sh"
+copy_bin /usr/sbin/sshd
+copy_bin /usr/sbin/ethtool
+# forky's iproute2 with its own libc, run through its own loader.
+papt apt-get download -qq iproute2/forky 2>/dev/null
+deps=$(papt apt-cache depends "iproute2=$(dpkg-deb -f iproute2_*.deb Version)" | awk '/Depends: lib/{print $2}' | sort -u)
+mkdir -p ipr && (cd ipr && papt apt-get download -qq $deps libc6/forky zlib1g libzstd1 2>/dev/null)
+for d in iproute2_*.deb ipr/*.deb; do dpkg-deb -x "$d" "$r/opt/ipr"; done
+lib=/opt/ipr/usr/lib/x86_64-linux-gnu
+for t in tc ip; do
+  printf '#!/bin/sh\nexec %s/ld-linux-x86-64.so.2 --library-path %s:/opt/ipr/lib/x86_64-linux-gnu /opt/ipr/usr/sbin/%s "$@"\n' "$lib" "$lib" "$t" > "$r/usr/sbin/$t"
+  chmod +x "$r/usr/sbin/$t"
+done
+cp -a "$r/opt/ipr/usr/lib/tc" "$r/usr/lib/" 2>/dev/null || true # netem's distribution tables
+mkdir -p "$r/etc/iproute2"
+
+cat > "$r/etc/passwd" <<'P'
+root:x:0:0:root:/root:/bin/dash
+sshd:x:100:65534::/run/sshd:/bin/false
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false
+P
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$r/etc/group"
+printf 'root:*:1::::::\nsshd:*:1::::::\n' > "$r/etc/shadow"
+chmod 600 "$r/etc/shadow"
+cat > "$r/etc/ssh/sshd_config" <<'S'
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+AuthorizedKeysFile /etc/ssh/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+UseDNS no
+StrictModes no
+PidFile /run/sshd.pid
+MaxSessions 64
+MaxStartups 64
+S
+cp "$INIT" "$r/init"
+chmod +x "$r/init"
+
+step "initrd"
+(cd "$r" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > initrd.gz
+mkdir -p "$out"
+cp "$vmlinuz" "$out/vmlinuz"
+cp initrd.gz "$out/initrd.gz"
+echo "$kv" > "$out/kver"
+echo "$dualpi2" > "$out/dualpi2"
+step "done: $out ($(du -sh "$out" | cut -f1))"
