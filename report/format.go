@@ -12,35 +12,46 @@ import (
 // Formats a summary can be written in.
 var Formats = []string{"text", "json", "markdown", "csv"}
 
-// Write writes summaries in the named format.
-func Write(w io.Writer, format string, sums []Summary) error {
+// Columns chooses optional columns.
+type Columns struct {
+	P99 bool // the 99th percentile, after the median
+}
+
+// CheckFormat says whether format is one Write knows.
+func CheckFormat(format string) error {
 	switch format {
-	case "text", "":
-		for i, s := range sums {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			if err := WriteText(w, s); err != nil {
-				return err
-			}
-		}
+	case "text", "", "json", "markdown", "md", "csv":
 		return nil
+	}
+	return fmt.Errorf("unknown format %q: use one of %s", format, strings.Join(Formats, ", "))
+}
+
+// Write writes summaries in the named format.
+func Write(w io.Writer, format string, sums []Summary, cols Columns) error {
+	if err := CheckFormat(format); err != nil {
+		return err
+	}
+	switch format {
 	case "json":
 		return WriteJSON(w, sums)
-	case "markdown", "md":
-		for i, s := range sums {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			if err := WriteMarkdown(w, s); err != nil {
-				return err
-			}
-		}
-		return nil
 	case "csv":
 		return WriteCSV(w, sums)
 	}
-	return fmt.Errorf("unknown format %q: use one of %s", format, strings.Join(Formats, ", "))
+	for i, s := range sums {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		var err error
+		if format == "markdown" || format == "md" {
+			err = WriteMarkdown(w, s, cols)
+		} else {
+			err = WriteText(w, s, cols)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // heading is the table's first line, flent's words.
@@ -48,6 +59,9 @@ func heading(s Summary) string {
 	h := fmt.Sprintf("Summary of %s run '%s'", s.Test, s.Title)
 	if s.Time != "" {
 		h += fmt.Sprintf(" (at %s)", s.Time)
+	}
+	if s.Cut != nil {
+		h += fmt.Sprintf(" from %gs to %gs", s.Cut[0], s.Cut[1])
 	}
 	return h + ":"
 }
@@ -62,7 +76,7 @@ func num(x float64) string {
 // WriteText writes the summary in the layout of flent's text summary, the one kernel
 // patch cover letters carry: names padded to the longest, two-decimal avg and median,
 // units, and the number of data points.
-func WriteText(w io.Writer, s Summary) error {
+func WriteText(w io.Writer, s Summary, cols Columns) error {
 	var b strings.Builder
 	b.WriteString(heading(s) + "\n")
 	if s.Incomplete {
@@ -72,24 +86,40 @@ func WriteText(w io.Writer, s Summary) error {
 	for _, r := range s.Rows {
 		width = max(width, len(r.Name))
 	}
-	fmt.Fprintf(&b, "%s%s       median       # data pts\n", strings.Repeat(" ", width+11), "avg")
+	p99Head := ""
+	if cols.P99 {
+		p99Head = "          p99"
+	}
+	fmt.Fprintf(&b, "%s%s       median%s       # data pts\n", strings.Repeat(" ", width+11), "avg", p99Head)
 	for _, r := range s.Rows {
-		fmt.Fprintf(&b, " %-*s : %10s %12s %-7s%8d\n", width, r.Name, num(r.Avg), num(r.Median), r.Units, r.Points)
+		p99 := ""
+		if cols.P99 {
+			p99 = fmt.Sprintf(" %12s", num(r.P99))
+		}
+		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-7s%8d\n", width, r.Name, num(r.Avg), num(r.Median), p99, r.Units, r.Points)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // WriteMarkdown writes the summary as a markdown table.
-func WriteMarkdown(w io.Writer, s Summary) error {
+func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s**\n\n", heading(s))
 	if s.Incomplete {
 		fmt.Fprintf(&b, "_Incomplete: %s_\n\n", s.Error)
 	}
-	b.WriteString("| series | avg | median | units | # data pts |\n|---|---:|---:|---|---:|\n")
+	if cols.P99 {
+		b.WriteString("| series | avg | median | p99 | units | # data pts |\n|---|---:|---:|---:|---|---:|\n")
+	} else {
+		b.WriteString("| series | avg | median | units | # data pts |\n|---|---:|---:|---|---:|\n")
+	}
 	for _, r := range s.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d |\n", strings.ReplaceAll(r.Name, "|", `\|`), num(r.Avg), num(r.Median), r.Units, r.Points)
+		p99 := ""
+		if cols.P99 {
+			p99 = " " + num(r.P99) + " |"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |%s %s | %d |\n", strings.ReplaceAll(r.Name, "|", `\|`), num(r.Avg), num(r.Median), p99, r.Units, r.Points)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -98,11 +128,11 @@ func WriteMarkdown(w io.Writer, s Summary) error {
 // WriteCSV writes one line per row of every summary, with the run in front.
 func WriteCSV(w io.Writer, sums []Summary) error {
 	c := csv.NewWriter(w)
-	c.Write([]string{"test", "title", "time", "incomplete", "series", "avg", "median", "units", "points"})
+	c.Write([]string{"test", "title", "time", "incomplete", "series", "avg", "median", "p99", "units", "points"})
 	for _, s := range sums {
 		for _, r := range s.Rows {
 			c.Write([]string{s.Test, s.Title, s.Time, fmt.Sprint(s.Incomplete), r.Name,
-				csvNum(r.Avg), csvNum(r.Median), r.Units, fmt.Sprint(r.Points)})
+				csvNum(r.Avg), csvNum(r.Median), csvNum(r.P99), r.Units, fmt.Sprint(r.Points)})
 		}
 	}
 	c.Flush()
@@ -120,6 +150,7 @@ type jsonRow struct {
 	Name   string   `json:"name"`
 	Avg    *float64 `json:"avg"`
 	Median *float64 `json:"median"`
+	P99    *float64 `json:"p99"`
 	Points int      `json:"points"`
 	Units  string   `json:"units"`
 }
@@ -131,6 +162,7 @@ type jsonRun struct {
 	File       string    `json:"file,omitempty"`
 	Incomplete bool      `json:"incomplete"`
 	Error      string    `json:"error,omitempty"`
+	Cut        []float64 `json:"cut,omitempty"`
 	Rows       []jsonRow `json:"rows"`
 }
 
@@ -138,17 +170,25 @@ type jsonRun struct {
 func WriteJSON(w io.Writer, sums []Summary) error {
 	out := struct {
 		Runs []jsonRun `json:"runs"`
-	}{Runs: []jsonRun{}}
-	for _, s := range sums {
-		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.Time, File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}}
-		for _, r := range s.Rows {
-			jr.Rows = append(jr.Rows, jsonRow{Name: r.Name, Avg: ptr(r.Avg), Median: ptr(r.Median), Points: r.Points, Units: r.Units})
-		}
-		out.Runs = append(out.Runs, jr)
-	}
+	}{Runs: jsonRuns(sums)}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+func jsonRuns(sums []Summary) []jsonRun {
+	runs := []jsonRun{}
+	for _, s := range sums {
+		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.Time, File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}}
+		if s.Cut != nil {
+			jr.Cut = s.Cut[:]
+		}
+		for _, r := range s.Rows {
+			jr.Rows = append(jr.Rows, jsonRow{Name: r.Name, Avg: ptr(r.Avg), Median: ptr(r.Median), P99: ptr(r.P99), Points: r.Points, Units: r.Units})
+		}
+		runs = append(runs, jr)
+	}
+	return runs
 }
 
 func ptr(x float64) *float64 {

@@ -25,6 +25,10 @@ func GridOf(m datafile.Metadata) Grid {
 // Time of point k.
 func (g Grid) Time(k int) float64 { return g.T0 + float64(k)*g.Step }
 
+// Index of the point nearest to t.
+func (g Grid) Index(t float64) int { return int(math.Round((t - g.T0) / g.Step)) }
+
+
 // AlignIntervals puts interval samples (throughput: each covers (T-Dur, T]) on the
 // grid: a point takes the value of the interval that contains it, NaN where none does.
 // Samples are kept raw in the file; this is the one place they meet the grid.
@@ -60,4 +64,33 @@ func defined(xs []float64) []float64 {
 		}
 	}
 	return out
+}
+
+// PingSlots gives each ping reply its step: the grid point nearest to when it
+// arrived, or the next free one when an earlier reply took it (the delay jumped by
+// more than a step). Lost probes and replies off the grid get -1. The summary counts
+// A flent export stores replies there, on flent's grid (its plots read the grid; its
+// summaries read the raw replies).
+func PingSlots(g Grid, samples []datafile.Sample) []int {
+	order := make([]int, len(samples))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return samples[order[a]].T < samples[order[b]].T })
+	taken := make([]bool, g.N)
+	slots := make([]int, len(samples))
+	for _, i := range order {
+		slots[i] = -1
+		if samples[i].Lost {
+			continue
+		}
+		for k := max(g.Index(samples[i].T), 0); k < g.N; k++ {
+			if !taken[k] {
+				taken[k] = true
+				slots[i] = k
+				break
+			}
+		}
+	}
+	return slots
 }

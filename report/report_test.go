@@ -122,13 +122,20 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestSummaryGolden(t *testing.T) {
 	sums := []Summary{Summarize(syntheticRun(4, false)), Summarize(syntheticRun(1, true))}
+	// --cut 3,8 --p99: 3 s into the run is 1 s into the streams (delay 2).
+	cut := []Summary{SummarizeWith(syntheticRun(4, false), Options{Cut: &[2]float64{3, 8}})}
 	for _, format := range Formats {
 		t.Run(format, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Write(&b, format, sums); err != nil {
+			if err := Write(&b, format, sums, Columns{}); err != nil {
 				t.Fatal(err)
 			}
 			golden.Check(t, "summary."+format+".golden", b.Bytes())
+			b.Reset()
+			if err := Write(&b, format, cut, Columns{P99: true}); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, "summary-cut-p99."+format+".golden", b.Bytes())
 		})
 	}
 }

@@ -13,11 +13,12 @@ import (
 	"github.com/bloatbench/bloatbench/datafile"
 )
 
-// Row is one line of a summary. Avg and Median are NaN when there are no points.
+// Row is one line of a summary. Avg, Median and P99 are NaN when there are no points.
 type Row struct {
 	Name   string
 	Avg    float64
 	Median float64
+	P99    float64
 	Points int
 	Units  string
 }
@@ -30,7 +31,16 @@ type Summary struct {
 	File       string
 	Incomplete bool
 	Error      string
-	Rows       []Row
+	// Cut is the window the summary was limited to, seconds into the run; nil = all.
+	Cut  *[2]float64
+	Rows []Row
+}
+
+// Options change what a summary covers.
+type Options struct {
+	// Cut keeps only the data from Cut[0] to Cut[1] seconds into the run, ends
+	// excluded (flent's --data-cutoff); nil keeps everything.
+	Cut *[2]float64
 }
 
 // IdleSuffix names the ping row taken before the streams start.
@@ -42,57 +52,96 @@ const IdleSuffix = " idle"
 // streams run (delay .. delay+length), the idle row over the lead-in before it; the
 // lead-out, while queues drain, is in neither. Throughput is put on the step grid
 // first, so the computed series (sum and avg over flows) have true medians.
-func Summarize(run *datafile.Run) Summary {
+func Summarize(run *datafile.Run) Summary { return SummarizeWith(run, Options{}) }
+
+// SummarizeWith computes a run's summary with options. A cut narrows every window:
+// the loaded and idle ping, the grid points of the throughput and the bottleneck's.
+func SummarizeWith(run *datafile.Run, o Options) Summary {
 	m := run.Metadata
 	s := Summary{
 		Test: m.Test, Title: m.Title, File: run.Path,
-		Incomplete: run.Incomplete, Error: run.Error,
+		Incomplete: run.Incomplete, Error: run.Error, Cut: o.Cut,
 	}
 	if !m.StartTime.IsZero() {
 		s.Time = m.StartTime.Format("2006-01-02 15:04:05")
 	}
 	loadStart, loadEnd := m.T0+m.Delay, m.T0+m.Delay+m.Length
+	from, to := math.Inf(-1), math.Inf(1)
+	if o.Cut != nil {
+		from, to = m.T0+o.Cut[0], m.T0+o.Cut[1]
+	}
+	// A cut excludes its ends, as flent's --data-cutoff does for raw values.
+	in := func(t float64) bool { return t > from && t < to }
 	grid := GridOf(m)
-	type group struct {
-		prefix string
-		units  string
-		flows  [][]float64
-	}
-	groups := map[string]*group{}
-	var order []string
 	for _, se := range run.Series {
-		samples := run.Samples[se.Name]
-		switch se.Kind {
-		case datafile.KindPing:
-			var loaded, idle []float64
-			for _, x := range samples {
-				if x.Lost {
-					continue
-				}
-				switch {
-				case x.T < loadStart:
-					idle = append(idle, x.V)
-				case x.T <= loadEnd:
-					loaded = append(loaded, x.V)
-				}
-			}
-			s.Rows = append(s.Rows, rowOf(se.Name, se.Units, loaded), rowOf(se.Name+IdleSuffix, se.Units, idle))
-		case datafile.KindTCP:
-			aligned := AlignIntervals(grid, samples)
-			s.Rows = append(s.Rows, rowOf(se.Name, se.Units, defined(aligned)))
-			prefix := "TCP " + se.Direction
-			g := groups[prefix]
-			if g == nil {
-				g = &group{prefix: prefix, units: se.Units}
-				groups[prefix] = g
-				order = append(order, prefix)
-			}
-			g.flows = append(g.flows, aligned)
+		if se.Kind != datafile.KindPing {
+			continue
 		}
+		var loaded, idle []float64
+		for _, x := range run.Samples[se.Name] {
+			if x.Lost || !in(x.T) {
+				continue
+			}
+			switch {
+			case x.T < loadStart:
+				idle = append(idle, x.V)
+			case x.T <= loadEnd:
+				loaded = append(loaded, x.V)
+			}
+		}
+		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, loaded), rowOf(se.Name+IdleSuffix, se.Units, idle))
 	}
-	for _, p := range order {
-		g := groups[p]
-		var sums, avgs []float64
+	for _, g := range Throughput(run) {
+		vs := g.Values
+		for k := range vs {
+			if !in(grid.Time(k)) {
+				vs[k] = math.NaN()
+			}
+		}
+		s.Rows = append(s.Rows, rowOf(g.Name, g.Units, defined(vs)))
+	}
+	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
+	sortRows(s.Rows)
+	return s
+}
+
+// GridSeries is one throughput series on the run's step grid, NaN where it has no
+// value.
+type GridSeries struct {
+	Name   string
+	Units  string
+	Values []float64
+}
+
+// Throughput puts every TCP flow of a run on the step grid, followed by, per
+// direction, the sum and the average over the flows that have a value at each point.
+// Computed this way the sum and average have true medians (flent's print N/A).
+func Throughput(run *datafile.Run) []GridSeries {
+	grid := GridOf(run.Metadata)
+	type group struct {
+		prefix, units string
+		flows         [][]float64
+	}
+	var out []GridSeries
+	var groups []*group
+	byPrefix := map[string]*group{}
+	for _, se := range run.Series {
+		if se.Kind != datafile.KindTCP {
+			continue
+		}
+		aligned := AlignIntervals(grid, run.Samples[se.Name])
+		out = append(out, GridSeries{se.Name, se.Units, aligned})
+		prefix := "TCP " + se.Direction
+		g := byPrefix[prefix]
+		if g == nil {
+			g = &group{prefix: prefix, units: se.Units}
+			byPrefix[prefix] = g
+			groups = append(groups, g)
+		}
+		g.flows = append(g.flows, aligned)
+	}
+	for _, g := range groups {
+		sums, avgs := make([]float64, grid.N), make([]float64, grid.N)
 		for k := 0; k < grid.N; k++ {
 			sum, n := 0.0, 0
 			for _, f := range g.flows {
@@ -101,16 +150,14 @@ func Summarize(run *datafile.Run) Summary {
 					n++
 				}
 			}
+			sums[k], avgs[k] = math.NaN(), math.NaN()
 			if n > 0 {
-				sums = append(sums, sum)
-				avgs = append(avgs, sum/float64(n))
+				sums[k], avgs[k] = sum, sum/float64(n)
 			}
 		}
-		s.Rows = append(s.Rows, rowOf(p+" sum", g.units, sums), rowOf(p+" avg", g.units, avgs))
+		out = append(out, GridSeries{g.prefix + " sum", g.units, sums}, GridSeries{g.prefix + " avg", g.units, avgs})
 	}
-	s.Rows = append(s.Rows, bottleneckRows(run, loadStart, loadEnd)...)
-	sortRows(s.Rows)
-	return s
+	return out
 }
 
 func sortRows(rows []Row) {
@@ -118,7 +165,7 @@ func sortRows(rows []Row) {
 }
 
 func rowOf(name, units string, xs []float64) Row {
-	return Row{Name: name, Units: units, Avg: Mean(xs), Median: Median(xs), Points: len(xs)}
+	return Row{Name: name, Units: units, Avg: Mean(xs), Median: Median(xs), P99: Percentile(xs, 99), Points: len(xs)}
 }
 
 // naturalLess orders names as flent does (by name), but with runs of digits compared

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/controller"
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/flentfile"
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
@@ -43,8 +44,9 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "setup", Usage: "apply this qdisc setup to every bottleneck for a run, and undo it after (repeatable: one run per setup, in order); `bloatbench setups` lists them"},
 			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole cycle of setups this many times"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "add unknown host keys to known_hosts (OpenSSH's StrictHostKeyChecking=accept-new); changed keys are refused all the same"},
-			formatFlag(),
-		}, labFlags("local-")...),
+			&cli.StringFlag{Name: "heading", Usage: "with several setups or --repeat: the condition in the comparison's heading, e.g. \"Unshaped 1gigE\""},
+			&cli.BoolFlag{Name: "flent", Usage: "also write each run as a .flent.gz that flent 2.1.1 loads, beside its data file"},
+		}, append(reportFlags(), labFlags("local-")...)...),
 		Action: runAction,
 	}
 }
@@ -94,7 +96,8 @@ func runAction(c *cli.Context) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
-	if err := report.Write(discard{}, c.String("format"), nil); err != nil {
+	ropts, cols, err := reportOptions(c)
+	if err != nil {
 		return err
 	}
 	if o.Self, err = os.Executable(); err != nil {
@@ -155,6 +158,7 @@ func runAction(c *cli.Context) error {
 		cycle = []*qdisc.Setup{nil}
 	}
 	var failures []error
+	var paths []string
 	for rep := 1; rep <= c.Int("repeat"); rep++ {
 		for _, s := range cycle {
 			ro := o
@@ -168,7 +172,10 @@ func runAction(c *cli.Context) error {
 					ro.Title = fmt.Sprintf("%s (%s)", o.Title, s.Title)
 				}
 			}
-			err := runOne(c, ro)
+			path, err := runOne(c, ro, ropts, cols)
+			if path != "" {
+				paths = append(paths, path)
+			}
 			if err == nil {
 				continue
 			}
@@ -183,6 +190,13 @@ func runAction(c *cli.Context) error {
 			failures = append(failures, err)
 		}
 	}
+	if len(paths) > 1 {
+		// The cover letter's layout and the side-by-side table, from the data files.
+		fmt.Fprintln(c.App.Writer)
+		if err := compareFiles(c, paths, ropts, cols); err != nil {
+			return err
+		}
+	}
 	if len(failures) > 0 {
 		return fmt.Errorf("%d of %d runs failed (their errors are above)", len(failures), len(cycle)*c.Int("repeat"))
 	}
@@ -190,21 +204,25 @@ func runAction(c *cli.Context) error {
 }
 
 // runOne runs one test and prints its summary, also when the run failed part way.
-func runOne(c *cli.Context, o controller.Options) error {
+func runOne(c *cli.Context, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
 	path, runErr := controller.Run(c.Context, o)
 	if path != "" {
 		run, err := datafile.Read(path)
 		if err != nil {
-			return err
+			return "", err
 		}
-		if err := report.Write(c.App.Writer, c.String("format"), []report.Summary{report.Summarize(run)}); err != nil {
-			return err
+		if err := report.Write(c.App.Writer, c.String("format"), []report.Summary{report.SummarizeWith(run, ro)}, cols); err != nil {
+			return path, err
 		}
 		fmt.Fprintf(c.App.ErrWriter, "data file: %s\n", path)
+		if c.Bool("flent") {
+			fp, err := flentfile.Export(run, "")
+			if err != nil {
+				return path, err
+			}
+			fmt.Fprintf(c.App.ErrWriter, "flent file: %s\n", fp)
+		}
 	}
-	return runErr
+	return path, runErr
 }
 
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

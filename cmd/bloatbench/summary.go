@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -14,26 +15,92 @@ func formatFlag() *cli.StringFlag {
 	return &cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "text", Usage: "output format: " + strings.Join(report.Formats, ", ")}
 }
 
+// reportFlags are the flags of every verb that prints tables.
+func reportFlags() []cli.Flag {
+	return []cli.Flag{
+		formatFlag(),
+		&cli.StringFlag{Name: "cut", Usage: "summarise only START,END seconds into each run (like flent's --data-cutoff), e.g. 5,25"},
+		&cli.BoolFlag{Name: "p99", Usage: "add the 99th percentile column"},
+	}
+}
+
+// reportOptions reads reportFlags.
+func reportOptions(c *cli.Context) (report.Options, report.Columns, error) {
+	var o report.Options
+	if v := c.String("cut"); v != "" {
+		a, b, ok := strings.Cut(v, ",")
+		start, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
+		end, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
+		if !ok || err1 != nil || err2 != nil || start < 0 || end <= start {
+			return o, report.Columns{}, fmt.Errorf("--cut %q: write START,END in seconds into the run, START < END, e.g. --cut 5,25", v)
+		}
+		o.Cut = &[2]float64{start, end}
+	}
+	if err := report.CheckFormat(c.String("format")); err != nil {
+		return o, report.Columns{}, err
+	}
+	return o, report.Columns{P99: c.Bool("p99")}, nil
+}
+
 func summaryCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "summary",
-		Usage:     "print the summary table of data files",
+		Usage:     "print the summary table of data files (bloatbench's, or flent's .flent.gz)",
 		ArgsUsage: "FILE...",
-		UsageText: "bloatbench summary [--format text|json|markdown|csv] FILE...\n\nExample:\n   bloatbench summary results/tcp_4down-*.bb.json.gz\n   bloatbench summary --format markdown results/*.bb.json.gz",
-		Flags:     []cli.Flag{formatFlag()},
+		UsageText: "bloatbench summary [--format text|json|markdown|csv] [--cut START,END] [--p99] FILE...\n\nExample:\n" +
+			"   bloatbench summary results/tcp_4down-*.bb.json.gz\n   bloatbench summary --format markdown --p99 --cut 5,25 results/*.bb.json.gz old-run.flent.gz",
+		Flags: reportFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return fmt.Errorf("summary needs data files: bloatbench summary results/*%s", datafile.Ext)
 			}
+			o, cols, err := reportOptions(c)
+			if err != nil {
+				return err
+			}
 			var sums []report.Summary
 			for _, p := range c.Args().Slice() {
-				run, err := datafile.Read(p)
+				run, err := readRun(p)
 				if err != nil {
 					return err
 				}
-				sums = append(sums, report.Summarize(run))
+				sums = append(sums, report.SummarizeWith(run, o))
 			}
-			return report.Write(c.App.Writer, c.String("format"), sums)
+			return report.Write(c.App.Writer, c.String("format"), sums, cols)
 		},
 	}
+}
+
+func compareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "compare setups: a cover letter's summary blocks per setup, the setups side by side, and with repetitions medians, intervals and A/B deltas with their significance",
+		ArgsUsage: "FILE...",
+		UsageText: "bloatbench compare [--heading TEXT] [--format text|json|markdown|csv] [--cut START,END] [--p99] FILE...\n\nExample:\n" +
+			"   bloatbench compare --heading 'Unshaped 1gigE' results/tcp_4down-*.bb.json.gz\n" +
+			"   bloatbench compare --format markdown results/*.bb.json.gz baseline.flent.gz",
+		Flags: append(reportFlags(), &cli.StringFlag{Name: "heading", Usage: "the condition, as in \"Unshaped 1gigE\" (default: the test's name)"}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("compare needs data files: bloatbench compare results/*%s", datafile.Ext)
+			}
+			o, cols, err := reportOptions(c)
+			if err != nil {
+				return err
+			}
+			return compareFiles(c, c.Args().Slice(), o, cols)
+		},
+	}
+}
+
+func compareFiles(c *cli.Context, paths []string, o report.Options, cols report.Columns) error {
+	var in []report.Compared
+	for _, p := range paths {
+		run, err := readRun(p)
+		if err != nil {
+			return err
+		}
+		in = append(in, report.CompareInput(run, o))
+	}
+	return report.WriteCompare(c.App.Writer, c.String("format"), report.Compare(in, c.String("heading")), cols)
 }

@@ -1,0 +1,321 @@
+// Package vmlab is the VM lab stage of the tests: it brings up `testbed up --vm` (two
+// QEMU guests on Debian's 7.3.4 kernel, which has every AQM of the mission, with
+// sch_dualpi2 built for it) and runs tcp_4down for every built-in setup behind a
+// 20 Mbit/s line, then checks what only a real kernel can show: each setup applied,
+// its statistics moved by the traffic, the AQMs' loaded ping well below
+// pfifo_fast's, a BQL limit_max honoured, and every guest restored after each run.
+// It needs root, QEMU and the image's build tools (scripts/install-deps --vm).
+package vmlab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "vmlab: the VM lab needs root (taps, a bridge in a namespace): run as root (sudo make test)")
+		os.Exit(1)
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		fmt.Fprintln(os.Stderr, "vmlab: qemu-system-x86_64 is missing: bash scripts/install-deps --vm")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "bloatbench-vmlab")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "bloatbench")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/bloatbench").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "vmlab: build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func bb(t *testing.T, timeout time.Duration, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// The rate is low enough for software emulation to fill it with both guests on a
+// 2-core machine.
+const rate = 20e6
+
+// bqlLimit is the limit_max of the BQL check: four MTU packets.
+const bqlLimit = 6056
+
+func TestVMLab(t *testing.T) {
+	dir := t.TempDir()
+	invPath := filepath.Join(dir, "vmlab.yaml")
+	start := time.Now()
+	_, stderr, err := bb(t, 20*time.Minute, "testbed", "up", "--vm", "--out", invPath, "--rate", "20mbit")
+	if err != nil {
+		t.Fatalf("testbed up --vm: %v\n%s", err, stderr)
+	}
+	t.Logf("VM lab up in %v", time.Since(start).Round(time.Second))
+	inv, err := inventory.Load(invPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { checkDown(t, inv.Testbed) })
+
+	// One setup of the inventory's own: BQL's limit_max on the built-in mq+fq_codel.
+	f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "setups:\n  mq+fq_codel+bql:\n    extends: mq+fq_codel\n    title: MQ + FQ_CODEL, BQL limit_max %d\n    bql: {limit_max: %d}\n", bqlLimit, bqlLimit)
+	f.Close()
+
+	before := guestState(t, inv)
+	out := filepath.Join(dir, "results")
+	run := func(setups ...string) string {
+		args := []string{"run", "-H", invPath, "-l", "20", "-d", "2", "-o", out}
+		for _, s := range setups {
+			args = append(args, "--setup", s)
+		}
+		began := time.Now()
+		stdout, stderr, err := bb(t, 10*time.Minute, append(args, "tcp_4down")...)
+		if err != nil {
+			t.Fatalf("run %v: %v\n%s\n%s", setups, err, stdout, stderr)
+		}
+		t.Logf("run %v took %v", setups, time.Since(began).Round(time.Second))
+		if after := guestState(t, inv); after != before {
+			t.Errorf("after %v the guests are not as they were:\nbefore:\n%s\nafter:\n%s", setups, before, after)
+		}
+		return stdout
+	}
+
+	// The issue's command: three setups in one run, three summaries with qdisc rows.
+	three := run("mq+dualpi2", "mq+fq_codel", "mq+fq_pie")
+	t.Logf("bloatbench run -H vmlab.yaml --setup mq+dualpi2 --setup mq+fq_codel --setup mq+fq_pie -l 20 tcp_4down:\n%s", three)
+	blocks := strings.Split(three, "Summary of tcp_4down")[1:]
+	if len(blocks) != 3 {
+		t.Fatalf("want 3 summaries, got %d", len(blocks))
+	}
+	for i, title := range []string{"MQ + DUALPI2", "MQ + FQ_CODEL", "MQ + FQ_PIE"} {
+		if !strings.Contains(blocks[i], title) || !strings.Contains(blocks[i], "Qdisc server:test0 drops") {
+			t.Errorf("summary %d is not %s with qdisc rows:\n%s", i+1, title, blocks[i])
+		}
+	}
+	for _, s := range []string{"pfifo_fast", "fq_codel", "cake", "cake-no-split-gso", "mq+fq_codel+bql"} {
+		run(s)
+	}
+
+	runs := map[string]*datafile.Run{}
+	files, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	for _, p := range files {
+		r, err := datafile.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Metadata.Setup == nil {
+			t.Fatalf("%s records no setup", p)
+		}
+		runs[r.Metadata.Setup.Name] = r
+	}
+
+	type check struct {
+		setup, what, got string
+		ok               bool
+	}
+	var checks []check
+	add := func(setup, what string, ok bool, format string, args ...any) {
+		checks = append(checks, check{setup, what, fmt.Sprintf(format, args...), ok})
+	}
+	pings := map[string]float64{}
+	for _, s := range []string{"pfifo_fast", "fq_codel", "mq+fq_codel", "mq+fq_pie", "mq+dualpi2", "cake", "cake-no-split-gso", "mq+fq_codel+bql"} {
+		r := runs[s]
+		if r == nil {
+			t.Fatalf("no data file for setup %s", s)
+		}
+		kinds := map[string][]string{"pfifo_fast": {"pfifo_fast"}, "fq_codel": {"fq_codel"}, "mq+fq_codel": {"mq", "fq_codel"},
+			"mq+fq_pie": {"mq", "fq_pie"}, "mq+dualpi2": {"mq", "dualpi2"}, "cake": {"cake"}, "cake-no-split-gso": {"cake"},
+			"mq+fq_codel+bql": {"mq", "fq_codel"}}[s]
+		applied := true
+		for _, d := range r.Metadata.Setup.Devices {
+			for _, k := range kinds {
+				applied = applied && strings.Contains(string(d.ReadBack), `"kind":"`+k+`"`)
+			}
+		}
+		add(s, "applied (kernel's read-back)", applied, "%s on %d devices", strings.Join(kinds, "+"), len(r.Metadata.Setup.Devices))
+
+		from, to := r.Metadata.T0+r.Metadata.Delay, r.Metadata.T0+r.Metadata.Delay+r.Metadata.Length
+		var loaded []float64
+		for _, p := range r.Samples["Ping (ms) ICMP"] {
+			if !p.Lost && p.T >= from && p.T <= to {
+				loaded = append(loaded, p.V)
+			}
+		}
+		pings[s] = median(loaded)
+
+		const dev = "server:test0"
+		switch s {
+		case "pfifo_fast":
+			b := gaugeMax(r, dev, "backlog")
+			add(s, "backlog builds", b > 0, "max backlog %.0f bytes", b)
+		case "fq_codel", "mq+fq_codel", "mq+fq_codel+bql":
+			d, m := counterSum(r, dev, "drops"), counterSum(r, dev, "ecn_mark")
+			add(s, "drops or ECN marks", d+m > 0, "%.0f drops, %.0f marks", d, m)
+		case "mq+fq_pie":
+			d, m := counterSum(r, dev, "drops"), counterSum(r, dev, "ecn_mark")
+			add(s, "drops or ECN marks", d+m > 0, "%.0f drops, %.0f marks", d, m)
+		case "mq+dualpi2":
+			p, dc := gaugeMax(r, dev, "prob"), gaugeMax(r, dev, "delay_c")
+			add(s, "prob and delay_c move", p > 0 && dc > 0, "max prob %g, max delay_c %g", p, dc)
+		case "cake", "cake-no-split-gso":
+			pk, dl := counterSum(r, dev, ".sent_packets"), gaugeMax(r, dev, ".peak_delay")
+			add(s, "tin stats move", pk > 0 && dl > 0, "%.0f packets sent by the tins, max peak_delay %.0f us", pk, dl)
+		}
+		if s == "mq+fq_codel+bql" {
+			inflight, limit := bqlMax(r, dev, "inflight"), bqlMax(r, dev, "limit")
+			// BQL stops a queue once inflight passes the limit, so one packet (an MTU:
+			// the VM link offers no TSO) may sit above it.
+			add(s, "BQL limit_max honoured", limit <= bqlLimit && inflight <= bqlLimit+1514,
+				"max inflight %.0f, max limit %.0f, limit_max %d", inflight, limit, bqlLimit)
+		}
+	}
+	for _, s := range []string{"fq_codel", "mq+fq_codel", "mq+fq_pie", "mq+dualpi2", "cake", "cake-no-split-gso"} {
+		add(s, "loaded ping < half of pfifo_fast's", pings[s] < pings["pfifo_fast"]/2, "median %.1f ms vs %.1f ms", pings[s], pings["pfifo_fast"])
+	}
+	for s, r := range runs {
+		ok := !r.Incomplete
+		add(s, "run complete, guests restored", ok, "checked after each run")
+	}
+
+	var tab bytes.Buffer
+	w := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "setup\tcheck\tresult\tmeasured")
+	for _, c := range checks {
+		res := "ok"
+		if !c.ok {
+			res = "FAIL"
+			t.Errorf("%s: %s: %s", c.setup, c.what, c.got)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", c.setup, c.what, res, c.got)
+	}
+	w.Flush()
+	t.Logf("VM lab checks (tcp_4down, 20 s, line rate %.0f Mbit/s):\n%s", rate/1e6, tab.String())
+}
+
+// guestState is each guest's qdiscs and BQL limits on the test link, read over SSH
+// with OpenSSH's client (not ours) and the lab's keys.
+func guestState(t *testing.T, inv *inventory.Inventory) string {
+	t.Helper()
+	var b strings.Builder
+	for _, role := range []string{"client", "server"} {
+		h := inv.Hosts[role]
+		user, host, port, err := inventory.SplitSSH(h.SSH)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("ssh", "-i", h.IdentityFile, "-o", "UserKnownHostsFile="+h.KnownHosts, "-o", "BatchMode=yes",
+			"-o", "StrictHostKeyChecking=yes", "-p", fmt.Sprint(port), user+"@"+host,
+			"tc qdisc show dev test0; grep . /sys/class/net/test0/queues/tx-*/byte_queue_limits/limit_m*")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ssh %s: %v\n%s", role, err, out)
+		}
+		fmt.Fprintf(&b, "%s:\n%s", role, out)
+	}
+	return b.String()
+}
+
+// statSeries returns the samples of every qdisc statistic of dev whose name ends in
+// field (in any qdisc of the tree: root, mq's children, cake's tins).
+func statSeries(r *datafile.Run, dev, field string) [][]datafile.Sample {
+	var out [][]datafile.Sample
+	prefix := "qdisc " + dev + " "
+	for name, ss := range r.Samples {
+		if strings.HasPrefix(name, prefix) && (strings.HasSuffix(name, " "+field) || strings.HasPrefix(field, ".") && strings.HasSuffix(name, field)) {
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+// counterSum adds up how much each matching counter grew during the run.
+func counterSum(r *datafile.Run, dev, field string) float64 {
+	sum := 0.0
+	for _, ss := range statSeries(r, dev, field) {
+		if len(ss) > 1 {
+			sum += math.Max(0, ss[len(ss)-1].V-ss[0].V)
+		}
+	}
+	return sum
+}
+
+func gaugeMax(r *datafile.Run, dev, field string) float64 {
+	m := 0.0
+	for _, ss := range statSeries(r, dev, field) {
+		for _, s := range ss {
+			m = math.Max(m, s.V)
+		}
+	}
+	return m
+}
+
+func bqlMax(r *datafile.Run, dev, stat string) float64 {
+	m := 0.0
+	for name, ss := range r.Samples {
+		if strings.HasPrefix(name, "bql "+dev+" ") && strings.HasSuffix(name, " "+stat) {
+			for _, s := range ss {
+				m = math.Max(m, s.V)
+			}
+		}
+	}
+	return m
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// checkDown takes the lab down and checks it left no QEMU, tap, bridge or namespace.
+func checkDown(t *testing.T, name string) {
+	if _, stderr, err := bb(t, time.Minute, "testbed", "down", "--vm"); err != nil {
+		t.Errorf("testbed down --vm: %v\n%s", err, stderr)
+	}
+	if out, _ := exec.Command("pgrep", "-af", "qemu-system.*"+name).Output(); len(out) > 0 {
+		t.Errorf("QEMU still runs after testbed down --vm:\n%s", out)
+	}
+	if _, err := os.Stat("/run/netns/" + name); err == nil {
+		t.Errorf("namespace %s is still there", name)
+	}
+	links, _ := exec.Command("ip", "-o", "link", "show").Output()
+	if strings.Contains(string(links), name) {
+		t.Errorf("a tap or bridge of %s is still there:\n%s", name, links)
+	}
+}

@@ -1,0 +1,338 @@
+// Package flentfile reads and writes flent's data files (.flent.gz, format version 4),
+// so that runs made with bloatbench open in flent 2.1.1 and old flent runs compare
+// against new ones.
+//
+// Flent summarises and plots the series on its step grid (`results`), not the raw
+// values, so the grid is what both directions agree on: an export puts every series
+// on the run's grid exactly as bloatbench's summary sees it (ping replies in the
+// step they arrived in, throughput per step, the sum and average over the flows),
+// and an import reads a flent file's grid back.
+package flentfile
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/report"
+)
+
+// Ext is the extension of flent's gzip'd data files.
+const Ext = ".flent.gz"
+
+// Is says whether path names a flent data file.
+func Is(path string) bool {
+	return strings.HasSuffix(path, Ext) || strings.HasSuffix(path, ".flent")
+}
+
+// formatVersion is the file format flent 2.1.1 writes and reads.
+const formatVersion = 4
+
+// timeFormat is flent's for TIME and T0.
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+type file struct {
+	Metadata  map[string]any              `json:"metadata"`
+	Version   int                         `json:"version"`
+	XValues   []float64                   `json:"x_values"`
+	Results   map[string][]*float64       `json:"results"`
+	RawValues map[string][]map[string]any `json:"raw_values"`
+}
+
+// flentTests are flent 2.1.1's fixed-count TCP tests; any other count is its
+// tcp_ndown or tcp_nup with the stream count as a parameter.
+var flentTests = map[string]bool{
+	"tcp_1down": true, "tcp_2down": true, "tcp_4down": true, "tcp_6down": true, "tcp_8down": true, "tcp_12down": true,
+	"tcp_1up": true, "tcp_2up": true, "tcp_4up": true, "tcp_6up": true, "tcp_8up": true, "tcp_12up": true,
+	"tcp_ndown": true, "tcp_nup": true,
+}
+
+// flentName is the flent test a run corresponds to: flent needs an existing test's
+// definition to summarise or plot a file.
+func flentName(run *datafile.Run) (string, map[string]any) {
+	down, up := 0, 0
+	for _, se := range run.Series {
+		if se.Kind == datafile.KindTCP {
+			if se.Direction == "upload" {
+				up++
+			} else {
+				down++
+			}
+		}
+	}
+	params := map[string]any{}
+	for k, v := range run.Metadata.Parameters {
+		params[k] = v
+	}
+	if flentTests[run.Metadata.Test] {
+		return run.Metadata.Test, params
+	}
+	if up > 0 && down == 0 {
+		params["upload_streams"] = strconv.Itoa(up)
+		return "tcp_nup", params
+	}
+	params["download_streams"] = strconv.Itoa(down)
+	return "tcp_ndown", params
+}
+
+// Export writes run as a flent data file at path ("" = beside the run's data file,
+// with flent's extension) and returns the path.
+func Export(run *datafile.Run, path string) (string, error) {
+	if path == "" {
+		if run.Path == "" {
+			return "", errors.New("export to flent: the run has no file name to put the flent file beside; give a path")
+		}
+		path = strings.TrimSuffix(run.Path, datafile.Ext) + Ext
+	}
+	m := run.Metadata
+	grid := report.GridOf(m)
+	name, params := flentName(run)
+	f := file{Version: formatVersion, Results: map[string][]*float64{}, RawValues: map[string][]map[string]any{}}
+	for k := 0; k < grid.N; k++ {
+		f.XValues = append(f.XValues, float64(k)*grid.Step)
+	}
+	seriesMeta := map[string]any{}
+	host, local := "", ""
+	for _, h := range m.Hosts {
+		switch h.Role {
+		case "server":
+			host = h.TestIP
+		case "client":
+			local = h.Name
+		}
+	}
+	var title any
+	if m.Title != "" {
+		title = m.Title
+	}
+	start := m.StartTime
+	if start.IsZero() {
+		start = unixTime(m.T0)
+	}
+	f.Metadata = map[string]any{
+		"NAME": name, "TITLE": title, "NOTE": nil, "HOST": host, "HOSTS": []string{host}, "LOCAL_HOST": local,
+		"LENGTH": m.Length, "TOTAL_LENGTH": m.TotalLength, "STEP_SIZE": grid.Step, "DELAY": m.Delay,
+		"TIME": start.UTC().Format(timeFormat), "T0": unixTime(m.T0).UTC().Format(timeFormat),
+		"IP_VERSION": 4, "TEST_PARAMETERS": params, "SERIES_META": seriesMeta,
+		"FLENT_VERSION": "2.1.1", "FAILED_RUNNERS": 0,
+		"BLOATBENCH": map[string]any{"version": m.ToolVersion, "test": m.Test, "setup": m.Setup, "data_file": run.Path},
+	}
+	put := func(name, units string, values []float64, raw []map[string]any) {
+		col := make([]*float64, grid.N)
+		for k, v := range values {
+			if k < grid.N && !math.IsNaN(v) {
+				v := v
+				col[k] = &v
+			}
+		}
+		// Without a cut, flent's mean is MEAN_VALUE: the mean of the raw values,
+		// which its median and 99th percentile also come from.
+		sum, n := 0.0, 0
+		for _, r := range raw {
+			sum += r["val"].(float64)
+			n++
+		}
+		f.Results[name] = col
+		if raw == nil {
+			raw = []map[string]any{} // flent iterates it: never null
+		}
+		f.RawValues[name] = raw
+		meta := map[string]any{"UNITS": units, "RUNNER": "bloatbench"}
+		if n > 0 {
+			meta["MEAN_VALUE"] = sum / float64(n)
+		}
+		seriesMeta[name] = meta
+	}
+	for _, se := range run.Series {
+		if se.Kind != datafile.KindPing {
+			continue
+		}
+		values := make([]float64, grid.N)
+		for k := range values {
+			values[k] = math.NaN()
+		}
+		var raw []map[string]any
+		samples := run.Samples[se.Name]
+		slots := report.PingSlots(grid, samples)
+		for i, s := range samples {
+			if s.Lost {
+				continue
+			}
+			raw = append(raw, map[string]any{"t": s.T, "val": s.V, "seq": s.Seq})
+			if slots[i] >= 0 {
+				values[slots[i]] = s.V // the step the summary counts it in
+			}
+		}
+		put(se.Name, se.Units, values, raw)
+	}
+	for _, g := range report.Throughput(run) {
+		// flent summarises raw values where a series has them: the raw values of a
+		// throughput series are its steps, as bloatbench's summary counts them.
+		var raw []map[string]any
+		for k, v := range g.Values {
+			if !math.IsNaN(v) {
+				raw = append(raw, map[string]any{"t": grid.Time(k), "val": v, "dur": grid.Step})
+			}
+		}
+		put(g.Name, g.Units, g.Values, raw)
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "", fmt.Errorf("export to flent: %w", err)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("export to flent: %w", err)
+	}
+	zw := gzip.NewWriter(out)
+	if _, err := zw.Write(b); err != nil {
+		out.Close()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := zw.Close(); err != nil {
+		out.Close()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
+}
+
+var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
+
+// Read loads a flent data file as a run. Flent summarises a run over its whole
+// length (it keeps no lead-in apart), so the run read has no delay: its ping row
+// covers everything, as flent's does, and its idle row is empty.
+func Read(path string) (*datafile.Run, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read flent file: %w", err)
+	}
+	defer fh.Close()
+	var r io.Reader = fh
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(fh)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not gzip'd (is it a flent data file?): %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	var f file
+	if err := json.NewDecoder(r).Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: not a flent data file: %w", path, err)
+	}
+	if f.Version > formatVersion || f.Version < 2 {
+		return nil, fmt.Errorf("%s: flent file format version %d; bloatbench reads versions 2 to %d (flent 2.x)", path, f.Version, formatVersion)
+	}
+	md := f.Metadata
+	str := func(k string) string { s, _ := md[k].(string); return s }
+	num := func(k string) float64 { v, _ := md[k].(float64); return v }
+	t0, err := parseTime(str("T0"))
+	if err != nil {
+		if t0, err = parseTime(str("TIME")); err != nil {
+			return nil, fmt.Errorf("%s: metadata T0 and TIME: %w", path, err)
+		}
+	}
+	started, err := parseTime(str("TIME"))
+	if err != nil {
+		started = t0
+	}
+	step := num("STEP_SIZE")
+	if step <= 0 {
+		return nil, fmt.Errorf("%s: metadata STEP_SIZE missing", path)
+	}
+	total := num("TOTAL_LENGTH")
+	if total == 0 && len(f.XValues) > 0 {
+		total = f.XValues[len(f.XValues)-1]
+	}
+	params := map[string]string{}
+	if tp, ok := md["TEST_PARAMETERS"].(map[string]any); ok {
+		for k, v := range tp {
+			params[k] = fmt.Sprint(v)
+		}
+	}
+	T0 := datafile.Unix(t0)
+	run := &datafile.Run{Path: path, Samples: map[string][]datafile.Sample{}, Metadata: datafile.Metadata{
+		Test: str("NAME"), Title: str("TITLE"), StartTime: started, T0: T0,
+		Length: total, TotalLength: total, Step: step, Parameters: params,
+	}}
+	units := func(name string) string {
+		if sm, ok := md["SERIES_META"].(map[string]any); ok {
+			if m, ok := sm[name].(map[string]any); ok {
+				if u, ok := m["UNITS"].(string); ok {
+					return u
+				}
+			}
+		}
+		return ""
+	}
+	names := make([]string, 0, len(f.Results))
+	for n := range f.Results {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		values := f.Results[name]
+		se := datafile.Series{Name: name, Units: units(name)}
+		switch {
+		case strings.HasPrefix(name, "Ping "):
+			se.Kind = datafile.KindPing
+			if se.Units == "" {
+				se.Units = "ms"
+			}
+		case flowName.MatchString(name):
+			sm := flowName.FindStringSubmatch(name)
+			se.Kind, se.Direction = datafile.KindTCP, sm[1]
+			se.Flow, _ = strconv.Atoi(sm[2])
+			if se.Units == "" {
+				se.Units = "Mbits/s"
+			}
+		default:
+			continue // computed (sum, avg, fairness) or series bloatbench has no rows for
+		}
+		run.Series = append(run.Series, se)
+		for k, v := range values {
+			if v == nil || k >= len(f.XValues) {
+				continue
+			}
+			x := f.XValues[k]
+			s := datafile.Sample{T: T0 + x, V: *v, Seq: k}
+			if se.Kind == datafile.KindTCP {
+				// One step's throughput, centred on its grid point so the summary's
+				// alignment gives it back to exactly that point.
+				s.T, s.Dur = T0+x+step/2, step
+			}
+			run.Samples[name] = append(run.Samples[name], s)
+		}
+	}
+	if len(run.Series) == 0 {
+		return nil, fmt.Errorf("%s: no ping or TCP series bloatbench can summarise", path)
+	}
+	return run, nil
+}
+
+func unixTime(t float64) time.Time {
+	sec, frac := math.Modf(t)
+	return time.Unix(int64(sec), int64(math.Round(frac*1e9)))
+}
+
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{"2006-01-02T15:04:05.999999Z", "2006-01-02T15:04:05Z", "2006-01-02T15:04:05.999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not a flent time: %q", s)
+}
