@@ -28,7 +28,6 @@ func (g Grid) Time(k int) float64 { return g.T0 + float64(k)*g.Step }
 // Index of the point nearest to t.
 func (g Grid) Index(t float64) int { return int(math.Round((t - g.T0) / g.Step)) }
 
-
 // AlignIntervals puts interval samples (throughput: each covers (T-Dur, T]) on the
 // grid: a point takes the value of the interval that contains it, NaN where none does.
 // Samples are kept raw in the file; this is the one place they meet the grid.

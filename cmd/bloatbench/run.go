@@ -225,4 +225,3 @@ func runOne(c *cli.Context, o controller.Options, ro report.Options, cols report
 	}
 	return path, runErr
 }
-
