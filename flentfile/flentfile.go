@@ -241,8 +241,9 @@ func Read(path string) (*datafile.Run, error) {
 	num := func(k string) float64 { v, _ := md[k].(float64); return v }
 	t0, err := parseTime(str("T0"))
 	if err != nil {
-		if t0, err = parseTime(str("TIME")); err != nil {
-			return nil, fmt.Errorf("%s: metadata T0 and TIME: %w", path, err)
+		var err2 error
+		if t0, err2 = parseTime(str("TIME")); err2 != nil {
+			return nil, fmt.Errorf("%s: metadata T0: %w (and TIME: %v)", path, err, err2)
 		}
 	}
 	started, err := parseTime(str("TIME"))

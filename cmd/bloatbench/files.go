@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/flentfile"
+	"github.com/bloatbench/bloatbench/htmlreport"
 )
 
 // readRun reads a bloatbench data file or a flent one, by its name.
@@ -49,6 +51,47 @@ func exportCommand() *cli.Command {
 				}
 				fmt.Fprintln(c.App.Writer, out)
 			}
+			return nil
+		},
+	}
+}
+
+func plotCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "plot",
+		Usage:     "draw runs as one self-contained HTML page: throughput and ping over time, the bottleneck's queue, and across runs ping CDFs, box plots and throughput per setup",
+		ArgsUsage: "FILE...",
+		UsageText: "bloatbench plot [-o report.html] [--title TEXT] FILE...\n\nExample:\n" +
+			"   bloatbench plot -o report.html results/tcp_4down-*.bb.json.gz\n   bloatbench plot -o old-vs-new.html baseline.flent.gz results/*.bb.json.gz",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "report.html", Usage: "the HTML file to write"},
+			&cli.StringFlag{Name: "title", Value: "bloatbench report", Usage: "the page's title"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("plot needs data files: bloatbench plot -o report.html results/*%s", datafile.Ext)
+			}
+			var runs []htmlreport.Run
+			for _, p := range c.Args().Slice() {
+				d, err := readRun(p)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, htmlreport.RunOf(d))
+			}
+			out := c.String("output")
+			f, err := os.Create(out)
+			if err != nil {
+				return fmt.Errorf("plot: %w", err)
+			}
+			if err := htmlreport.Write(f, c.String("title"), runs); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("plot: write %s: %w", out, err)
+			}
+			fmt.Fprintln(c.App.ErrWriter, "wrote", out)
 			return nil
 		},
 	}

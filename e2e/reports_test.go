@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/internal/flentsummary"
+)
+
+type jsonRows map[string]struct {
+	Avg, Median, P99 *float64
+	Points           int
+}
+
+func summaryJSON(t *testing.T, args ...string) jsonRows {
+	t.Helper()
+	r := bb(t, append([]string{"summary", "--format", "json"}, args...)...)
+	if r.err != nil {
+		t.Fatalf("summary %v: %v\n%s", args, r.err, r.stderr)
+	}
+	var s struct {
+		Runs []struct {
+			Rows []struct {
+				Name             string
+				Avg, Median, P99 *float64
+				Points           int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || len(s.Runs) != 1 {
+		t.Fatalf("summary json: %v\n%s", err, r.stdout)
+	}
+	rows := jsonRows{}
+	for _, row := range s.Runs[0].Rows {
+		rows[row.Name] = struct {
+			Avg, Median, P99 *float64
+			Points           int
+		}{row.Avg, row.Median, row.P99, row.Points}
+	}
+	return rows
+}
+
+func flentSummary(t *testing.T, args ...string) map[string]flentsummary.Row {
+	t.Helper()
+	out, err := exec.Command("flent", append([]string{"-f", "summary"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("flent %v: %v\n%s", args, err, out)
+	}
+	rows, err := flentsummary.Parse(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flent %s:\n%s", strings.Join(args, " "), out)
+	return rows
+}
+
+// sameRows holds our rows to flent's to its printed precision (0.01), and returns
+// how many rows the two share.
+func sameRows(t *testing.T, ours jsonRows, theirs map[string]flentsummary.Row) int {
+	t.Helper()
+	shared := 0
+	for name, f := range theirs {
+		o, ok := ours[name]
+		if !ok {
+			continue
+		}
+		shared++
+		for _, v := range []struct {
+			what string
+			o    *float64
+			f    float64
+		}{{"avg", o.Avg, f.Avg}, {"median", o.Median, f.Median}, {"99th %", o.P99, f.P99}} {
+			if v.o == nil || math.Abs(*v.o-v.f) > 0.005+1e-9 {
+				t.Errorf("%s %s: ours %v, flent %.2f", name, v.what, fmtPtr(v.o), v.f)
+			}
+		}
+		if o.Points != f.Points {
+			t.Errorf("%s: ours %d points, flent %d", name, o.Points, f.Points)
+		}
+	}
+	return shared
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "N/A"
+	}
+	return fmt.Sprintf("%.4f", *p)
+}
+
+// flent 2.1.1 summarises our export with our numbers, and we summarise a file flent
+// made with its numbers.
+func TestFlentBothWays(t *testing.T) {
+	for _, tool := range []string{"flent", "irtt", "fping"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is missing: bash scripts/install-deps", tool)
+		}
+	}
+	inv, _ := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
+	out := t.TempDir()
+	r := bb(t, "run", "-H", inv, "-l", "8", "-d", "2", "-o", out, "--flent", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
+	if len(data) != 1 || len(exported) != 1 {
+		t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
+	}
+	// Flent does not set the lead-in apart; the same cut on both sides (between
+	// grid points) compares the loaded part.
+	const cut = "2.1,9.9"
+	n := sameRows(t, summaryJSON(t, "--cut", cut, data[0]), flentSummary(t, "-i", exported[0], "--data-cutoff", cut))
+	if n < 7 {
+		t.Errorf("flent and we share %d rows, want ping, 4 flows, sum and avg", n)
+	}
+	if n := sameRows(t, summaryJSON(t, data[0]), flentSummary(t, "-i", exported[0], "--data-cutoff", "2,10")); n < 7 {
+		t.Errorf("without a cut: %d shared rows", n)
+	}
+
+	// The other way: flent's own ping test (fping for ICMP, irtt for UDP).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := exec.CommandContext(ctx, "irtt", "server", "-b", "127.0.0.1")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Wait()
+	time.Sleep(300 * time.Millisecond)
+	dir := t.TempDir()
+	if b, err := exec.Command("flent", "ping", "-H", "127.0.0.1", "-l", "4", "-D", dir, "-t", "flent-made").CombinedOutput(); err != nil {
+		t.Fatalf("flent ping: %v\n%s", err, b)
+	}
+	made, _ := filepath.Glob(filepath.Join(dir, "*.flent.gz"))
+	if len(made) != 1 {
+		t.Fatalf("flent wrote %v", made)
+	}
+	if n := sameRows(t, summaryJSON(t, made[0]), flentSummary(t, "-i", made[0])); n != 2 {
+		t.Errorf("flent's ping test: %d shared rows, want ICMP and UDP", n)
+	}
+	cancel()
+}
+
+const compareSetups = `setups:
+  htb+pfifo: {title: "HTB 100mbit + PFIFO 1000", rate: 100mbit, root: {kind: pfifo, params: {limit: "1000"}}}
+  htb+bfifo: {title: "HTB 100mbit + BFIFO 150000", rate: 100mbit, root: {kind: bfifo, params: {limit: "150000"}}}
+  htb+pfifo50: {title: "HTB 100mbit + PFIFO 50", rate: 100mbit, root: {kind: pfifo, params: {limit: "50"}}}
+`
+
+// Three runs of three setups on the local lab, compared: the cover letter's blocks,
+// the side-by-side table, and deltas that three runs cannot make significant.
+func TestCompareThreeSetups(t *testing.T) {
+	inv, _ := lab(t, "--gso", "off")
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(compareSetups)
+	f.Close()
+	out := t.TempDir()
+	r := bb(t, "run", "-H", inv, "--setup", "htb+pfifo", "--setup", "htb+bfifo", "--setup", "htb+pfifo50",
+		"--repeat", "3", "-l", "4", "-d", "1", "-o", out, "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s\n%s", r.err, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "Side by side (median of the runs") {
+		t.Errorf("run with three setups and --repeat 3 printed no comparison:\n%s", r.stdout)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	if len(files) != 9 {
+		t.Fatalf("want 9 data files, got %d", len(files))
+	}
+	c := bb(t, append([]string{"compare", "--heading", "Local lab, HTB 100mbit"}, files...)...)
+	if c.err != nil {
+		t.Fatalf("%v\n%s", c.err, c.stderr)
+	}
+	t.Logf("bloatbench compare --heading 'Local lab, HTB 100mbit' (9 files):\n%s", c.stdout)
+	for _, want := range []string{
+		"Local lab, HTB 100mbit with 4 download streams test:\n",
+		" - Summary of tcp_4down run 'HTB 100mbit + PFIFO 1000'",
+		" - Summary of tcp_4down run 'HTB 100mbit + BFIFO 150000'",
+		" - Summary of tcp_4down run 'HTB 100mbit + PFIFO 50'",
+		"Side by side (median of the runs, ±95% confidence interval):",
+		"HTB 100mbit + PFIFO 1000 (n=3)",
+		"A/B deltas (Mann-Whitney U test",
+		"need >= 4 samples to detect a difference at alpha level 0.05",
+	} {
+		if !strings.Contains(c.stdout, want) {
+			t.Errorf("compare output lacks %q", want)
+		}
+	}
+	// Three runs a side cannot reach p < 0.05: no delta may claim a difference.
+	deltas := c.stdout[strings.Index(c.stdout, "A/B deltas"):]
+	for _, l := range strings.Split(deltas, "\n") {
+		if strings.Contains(l, " vs ") && strings.Contains(l, "%") {
+			t.Errorf("a delta claims a difference on 3+3 runs: %q", l)
+		}
+	}
+	for _, l := range strings.Split(c.stdout, "\n") {
+		if strings.Contains(l, "\t") {
+			t.Errorf("a tab in: %q", l)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package flentfile
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/flentsummary"
+	"github.com/bloatbench/bloatbench/internal/golden"
+	"github.com/bloatbench/bloatbench/report"
+)
+
+// A file flent 2.1.1 made (`flent ping -H 127.0.0.1 -l 4`, fping and irtt) read by
+// bloatbench gives the numbers flent printed for it (`flent -i FILE -f summary`,
+// kept beside it).
+func TestReadFlentMadeFile(t *testing.T) {
+	run, err := Read("testdata/ping.loopback.flent-2.1.1.flent.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile("testdata/ping.loopback.flent-summary.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := flentsummary.Parse(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]report.Row{}
+	for _, r := range report.Summarize(run).Rows {
+		ours[r.Name] = r
+	}
+	for name, f := range theirs {
+		o, ok := ours[name]
+		if !ok {
+			t.Errorf("flent has row %q, we do not", name)
+			continue
+		}
+		for _, v := range [][3]any{{"avg", o.Avg, f.Avg}, {"median", o.Median, f.Median}, {"99th %", o.P99, f.P99}} {
+			if d := math.Abs(v[1].(float64) - v[2].(float64)); d > 0.005+1e-9 {
+				t.Errorf("%s %s: ours %.4f, flent %.2f", name, v[0], v[1], v[2])
+			}
+		}
+		if o.Points != f.Points {
+			t.Errorf("%s: %d points, flent %d", name, o.Points, f.Points)
+		}
+	}
+	if run.Metadata.Test != "ping" || run.Metadata.Title != "loopback" {
+		t.Errorf("metadata: test %q title %q", run.Metadata.Test, run.Metadata.Title)
+	}
+}
+
+func syntheticRun() *datafile.Run {
+	start := time.Date(2026, 11, 29, 18, 41, 47, 0, time.UTC)
+	t0 := datafile.Unix(start)
+	run := &datafile.Run{Path: "x.bb.json.gz", Samples: map[string][]datafile.Sample{}, Metadata: datafile.Metadata{
+		Test: "tcp_2down", Title: "MQ + FQ_CODEL", StartTime: start, T0: t0, Length: 2, Delay: 1, Step: 0.5, TotalLength: 4,
+		Parameters: map[string]string{"download_streams": "2"},
+		Hosts:      []datafile.Host{{Role: "client", Name: "client"}, {Role: "server", Name: "server", TestIP: "198.18.0.2"}},
+	}}
+	ping := datafile.Series{Name: "Ping (ms) ICMP", Kind: datafile.KindPing, Units: "ms"}
+	run.Series = append(run.Series, ping)
+	for k := 0; k <= 8; k++ {
+		s := datafile.Sample{T: t0 + float64(k)*0.5 + 0.01, V: 1 + float64(k%3), Seq: k}
+		if k == 4 {
+			s = datafile.Sample{T: t0 + 2, Seq: k, Lost: true}
+		}
+		run.Samples[ping.Name] = append(run.Samples[ping.Name], s)
+	}
+	for f := 1; f <= 2; f++ {
+		se := datafile.Series{Name: fmt.Sprintf("TCP download::%d", f), Kind: datafile.KindTCP, Units: "Mbits/s", Direction: "download", Flow: f}
+		run.Series = append(run.Series, se)
+		for k := 1; k <= 4; k++ {
+			run.Samples[se.Name] = append(run.Samples[se.Name], datafile.Sample{T: t0 + 1 + float64(k)*0.5, Dur: 0.5, V: float64(10 * f * k)})
+		}
+	}
+	return run
+}
+
+// The export's JSON, as flent reads it: metadata, the grid and the raw values.
+func TestExportGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x"+Ext)
+	if _, err := Export(syntheticRun(), path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "export.flent.json.golden", pretty.Bytes())
+
+	// Read back, the grid gives the summary's throughput again.
+	back, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := map[string]report.Row{}, map[string]report.Row{}
+	for _, r := range report.Summarize(syntheticRun()).Rows {
+		want[r.Name] = r
+	}
+	for _, r := range report.Summarize(back).Rows {
+		got[r.Name] = r
+	}
+	for _, name := range []string{"TCP download::1", "TCP download::2", "TCP download sum", "TCP download avg"} {
+		if math.Abs(got[name].Avg-want[name].Avg) > 1e-9 || got[name].Points != want[name].Points {
+			t.Errorf("%s after a round trip: %+v, want %+v", name, got[name], want[name])
+		}
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"notgz.flent.gz": "{}",
+		"version.flent":  `{"version": 9, "metadata": {}, "x_values": [], "results": {}, "raw_values": {}}`,
+		"nostep.flent":   `{"version": 4, "metadata": {"T0": "2026-11-29T18:41:47.000000Z"}, "x_values": [], "results": {}, "raw_values": {}}`,
+		"noseries.flent": `{"version": 4, "metadata": {"T0": "2026-11-29T18:41:47.000000Z", "STEP_SIZE": 0.2}, "x_values": [0], "results": {"x": [1]}, "raw_values": {}}`,
+		"notjson.flent":  `not json`,
+		"badtime.flent":  `{"version": 4, "metadata": {"T0": "yesterday"}, "x_values": [], "results": {}, "raw_values": {}}`,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), 0o644)
+		if _, err := Read(p); err == nil {
+			t.Errorf("%s: read without error", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// Package flentsummary reads the text summary flent prints (`flent -i FILE -f
+// summary`), so tests can hold bloatbench's numbers against flent's own.
+package flentsummary
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Row is one series of flent's summary; a value flent printed as N/A is NaN.
+type Row struct {
+	Avg, Median, P99 float64
+	Units            string
+	Points           int
+}
+
+// Parse reads the rows of flent 2.1.1's summary (name : avg median 99th% units N).
+func Parse(text string) (map[string]Row, error) {
+	rows := map[string]Row{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), " : ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 5 {
+			return nil, fmt.Errorf("flent summary line %q: want avg, median, 99th %%, units, points", sc.Text())
+		}
+		var r Row
+		for i, dst := range []*float64{&r.Avg, &r.Median, &r.P99} {
+			if f[i] == "N/A" {
+				*dst = math.NaN()
+				continue
+			}
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("flent summary line %q: %w", sc.Text(), err)
+			}
+			*dst = v
+		}
+		r.Units = f[3]
+		n, err := strconv.Atoi(f[4])
+		if err != nil {
+			return nil, fmt.Errorf("flent summary line %q: %w", sc.Text(), err)
+		}
+		r.Points = n
+		rows[strings.TrimSpace(name)] = r
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no rows in flent's summary:\n%s", text)
+	}
+	return rows, nil
+}
