@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
 )
 
@@ -40,13 +41,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: /usr/sbin/sshd is missing: apt-get install openssh-server")
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "bloatbench-e2e")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "bloatbench")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/bloatbench").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: build: %v\n%s", err, out)
+	var dir string
+	var err error
+	if bin, dir, err = e2eutil.Build("../cmd/bloatbench"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

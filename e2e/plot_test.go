@@ -60,12 +60,7 @@ type probe struct {
 // goes to docs/report.png for the README.
 func TestPlotInChromium(t *testing.T) {
 	inv, _ := lab(t, "--gso", "off")
-	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(compareSetups)
-	f.Close()
+	appendSetups(t, inv, compareSetups)
 	out := t.TempDir()
 	r := bb(t, "run", "-H", inv, "--setup", "htb+pfifo", "--setup", "htb+bfifo", "-l", "6", "-d", "2", "-o", out, "tcp_4down")
 	if r.err != nil {

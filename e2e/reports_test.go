@@ -159,12 +159,7 @@ const compareSetups = `setups:
 // the side-by-side table, and deltas that three runs cannot make significant.
 func TestCompareThreeSetups(t *testing.T) {
 	inv, _ := lab(t, "--gso", "off")
-	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(compareSetups)
-	f.Close()
+	appendSetups(t, inv, compareSetups)
 	out := t.TempDir()
 	r := bb(t, "run", "-H", inv, "--setup", "htb+pfifo", "--setup", "htb+bfifo", "--setup", "htb+pfifo50",
 		"--repeat", "3", "-l", "4", "-d", "1", "-o", out, "tcp_4down")
@@ -208,5 +203,18 @@ func TestCompareThreeSetups(t *testing.T) {
 		if strings.Contains(l, "\t") {
 			t.Errorf("a tab in: %q", l)
 		}
+	}
+}
+
+// appendSetups adds a setups: section to a lab's inventory.
+func appendSetups(t *testing.T, inv, setups string) {
+	t.Helper()
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(setups); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
 )
 
@@ -24,12 +24,7 @@ const labSetups = `setups:
 // means rebuilding a tree with a class, with the setups above in its inventory.
 func setupLab(t *testing.T) (string, *inventory.Inventory) {
 	invPath, inv := lab(t, "--rate", "200mbit", "--queue", "pfifo:1000", "--gso", "off")
-	f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(labSetups)
-	f.Close()
+	appendSetups(t, invPath, labSetups)
 	return invPath, inv
 }
 
@@ -119,7 +114,7 @@ func TestSetupRestoredAfterSIGINTAndAgentDeath(t *testing.T) {
 		t.Run("SIGINT after 3s from "+when, func(t *testing.T) {
 			cmd := exec.Command(bin, "run", "-H", invPath, "--setup", "htb+bfifo", "-l", "20", "-d", "1", "-o", t.TempDir(), "tcp_4down")
 			cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
-			stderr := &syncBuffer{}
+			stderr := &e2eutil.LockedBuffer{}
 			cmd.Stderr = stderr
 			cmd.Start()
 			if when == "traffic" {
@@ -152,24 +147,6 @@ func TestSetupRestoredAfterSIGINTAndAgentDeath(t *testing.T) {
 			t.Errorf("not restored after the agent died:\n%s\nvs\n%s", before, after)
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer that a running command writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func killAgent(t *testing.T, ns string) {

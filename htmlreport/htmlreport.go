@@ -117,17 +117,23 @@ func points(t0 float64, ts, vs []float64) []opts.LineData {
 // round keeps the page small: 0.001 of a second, of a ms, of a Mbit/s is plenty.
 func round(x float64) float64 { return math.Round(x*1000) / 1000 }
 
+// overTime is a chart of seconds into the run against two value axes.
+func overTime(id, title, subtitle, y1, y2 string) *charts.Line {
+	line := charts.NewLine()
+	line.SetGlobalOptions(append(common(title, subtitle),
+		initOpts(id),
+		charts.WithXAxisOpts(opts.XAxis{Name: "s", Type: "value"}),
+		charts.WithYAxisOpts(opts.YAxis{Name: y1, Type: "value"}))...)
+	line.ExtendYAxis(opts.YAxis{Name: y2, Type: "value"})
+	return line
+}
+
 // timeseries draws every flow, the sums and the ping of one run over time, ping on a
 // second axis.
 func timeseries(id, name string, d *datafile.Run) *charts.Line {
 	m := d.Metadata
 	grid := report.GridOf(m)
-	line := charts.NewLine()
-	line.SetGlobalOptions(append(common("Throughput and ping over time", name),
-		initOpts(id),
-		charts.WithXAxisOpts(opts.XAxis{Name: "s", Type: "value"}),
-		charts.WithYAxisOpts(opts.YAxis{Name: "Mbit/s", Type: "value"}))...)
-	line.ExtendYAxis(opts.YAxis{Name: "ping (ms)", Type: "value"})
+	line := overTime(id, "Throughput and ping over time", name, "Mbit/s", "ping (ms)")
 	times := make([]float64, grid.N)
 	for k := range times {
 		times[k] = grid.Time(k)
@@ -201,12 +207,7 @@ func bottleneck(id, name string, d *datafile.Run) *charts.Line {
 	if len(gauges) == 0 && len(counters) == 0 {
 		return nil
 	}
-	line := charts.NewLine()
-	line.SetGlobalOptions(append(common("Bottleneck queue over time", name),
-		initOpts(id),
-		charts.WithXAxisOpts(opts.XAxis{Name: "s", Type: "value"}),
-		charts.WithYAxisOpts(opts.YAxis{Name: "bytes", Type: "value"}))...)
-	line.ExtendYAxis(opts.YAxis{Name: "pkts/s", Type: "value"})
+	line := overTime(id, "Bottleneck queue over time", name, "bytes", "pkts/s")
 	draw := func(m map[string]*acc, axis int) {
 		keys := make([]string, 0, len(m))
 		for k := range m {

@@ -122,7 +122,7 @@ func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
 			return nil, fmt.Errorf("the local lab needs %s: install it (apt-get install iproute2 openssh-server ethtool)", t)
 		}
 	}
-	n, dir, err := claim()
+	n, dir, err := claim("bb", MaxLabs, func(n int) string { return plan(n)[0].NetNS })
 	if err != nil {
 		return nil, err
 	}
@@ -142,28 +142,36 @@ func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
 	if err := lab.sshd(ctx); err != nil {
 		return nil, err
 	}
-	if out == "" {
-		out = filepath.Join(dir, "lab.yaml")
-	}
-	if lab.Inventory, err = filepath.Abs(out); err != nil {
-		return nil, err
-	}
-	if err := lab.writeInventory(); err != nil {
-		return nil, err
-	}
-	return lab, lab.save()
+	return lab, lab.finish(out, lab.writeInventory)
 }
 
-// claim takes the first free lab number; making its folder is the claim, so two
-// `testbed up` at once never pick the same one.
-func claim() (int, string, error) {
+// finish writes the lab's inventory to out ("" = inside the lab's folder) with
+// write, and saves the lab's state.
+func (l *Lab) finish(out string, write func() error) error {
+	if out == "" {
+		out = filepath.Join(l.Dir, "lab.yaml")
+	}
+	var err error
+	if l.Inventory, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	return l.save()
+}
+
+// claim takes the first free lab number for labs named prefix+N; making its folder
+// is the claim, so two `testbed up` at once never pick the same one. A number whose
+// namespace (netns(N)) is still there, left by a lab whose folder is gone, is skipped.
+func claim(prefix string, most int, netns func(int) string) (int, string, error) {
 	if err := os.MkdirAll(StateDir, 0o755); err != nil {
 		return 0, "", fmt.Errorf("create %s: %w", StateDir, err)
 	}
-	for n := 0; n < MaxLabs; n++ {
-		dir := filepath.Join(StateDir, fmt.Sprintf("bb%d", n))
-		if _, err := os.Stat(filepath.Join("/run/netns", plan(n)[0].NetNS)); err == nil {
-			continue // a namespace left by a lab whose folder is gone
+	for n := 0; n < most; n++ {
+		dir := filepath.Join(StateDir, fmt.Sprintf("%s%d", prefix, n))
+		if fileExists(filepath.Join("/run/netns", netns(n))) {
+			continue
 		}
 		if err := os.Mkdir(dir, 0o700); err == nil {
 			return n, dir, nil
@@ -171,7 +179,7 @@ func claim() (int, string, error) {
 			return 0, "", fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	return 0, "", fmt.Errorf("all %d lab slots are taken: `bloatbench testbed down` removes them", MaxLabs)
+	return 0, "", fmt.Errorf("all %d slots for %sN labs are taken: `bloatbench testbed down` removes them", most, prefix)
 }
 
 func (l *Lab) save() error {

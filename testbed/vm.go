@@ -267,7 +267,7 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n, dir, err := claimVM()
+	n, dir, err := claim("bbvm", 16, func(n int) string { return fmt.Sprintf("bbvm%d", n) })
 	if err != nil {
 		return nil, err
 	}
@@ -319,35 +319,7 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 			return nil, err
 		}
 	}
-	if out == "" {
-		out = filepath.Join(dir, "lab.yaml")
-	}
-	if lab.Inventory, err = filepath.Abs(out); err != nil {
-		return nil, err
-	}
-	if err := lab.writeVMInventory(); err != nil {
-		return nil, err
-	}
-	return lab, lab.save()
-}
-
-// claimVM takes the first free VM lab number, as claim does for local labs.
-func claimVM() (int, string, error) {
-	if err := os.MkdirAll(StateDir, 0o755); err != nil {
-		return 0, "", fmt.Errorf("create %s: %w", StateDir, err)
-	}
-	for n := 0; n < 16; n++ {
-		dir := filepath.Join(StateDir, fmt.Sprintf("bbvm%d", n))
-		if fileExists(filepath.Join("/run/netns", fmt.Sprintf("bbvm%d", n))) {
-			continue
-		}
-		if err := os.Mkdir(dir, 0o700); err == nil {
-			return n, dir, nil
-		} else if !errors.Is(err, os.ErrExist) {
-			return 0, "", fmt.Errorf("create %s: %w", dir, err)
-		}
-	}
-	return 0, "", errors.New("all 16 VM lab slots are taken: `bloatbench testbed down --vm` removes them")
+	return lab, lab.finish(out, lab.writeVMInventory)
 }
 
 // freePort asks the kernel for a free port on 127.0.0.1 for QEMU to forward.

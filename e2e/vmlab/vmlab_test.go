@@ -22,11 +22,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
 )
 
@@ -41,13 +43,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "vmlab: qemu-system-x86_64 is missing: bash scripts/install-deps --vm")
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "bloatbench-vmlab")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "bloatbench")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/bloatbench").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "vmlab: build: %v\n%s", err, out)
+	var dir string
+	var err error
+	if bin, dir, err = e2eutil.Build("../../cmd/bloatbench"); err != nil {
+		fmt.Fprintln(os.Stderr, "vmlab:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -102,6 +101,7 @@ func TestVMLab(t *testing.T) {
 		fmt.Fprintf(f, "  %s+bql:\n    extends: %s\n    bql: {limit_max: %d}\n", b, b, bqlLimit)
 	}
 	fmt.Fprintf(f, "  mq+fq_codel+bql-gso:\n    extends: mq+fq_codel\n    bql: {limit_max: %d}\n    offloads: {gso: \"off\"}\n", bqlLimit)
+	fmt.Fprintf(f, "  mq+pfifo:\n    title: MQ + PFIFO 10\n    mq: {kind: pfifo, params: {limit: \"10\"}}\n    bql: {limit_max: %d}\n", bqlLimit)
 	f.Close()
 
 	before := guestState(t, inv)
@@ -245,6 +245,72 @@ func TestVMLab(t *testing.T) {
 	}
 	w.Flush()
 	t.Logf("VM lab checks (tcp_4down, 20 s, line rate %.0f Mbit/s):\n%s", rate/1e6, tab.String())
+
+	mqPfifo(t, invPath, inv, before, out)
+}
+
+// mqPfifo is the qdisc setups' check of mq with pfifo children on a link that pushes
+// back (this machine's veth does not): applied, read back, sampled with backlog and
+// drops under load, and restored, also after SIGINT 3 s into the traffic and after
+// the server's agent is killed mid-run.
+func mqPfifo(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
+	t.Run("mq+pfifo", func(t *testing.T) {
+		dir := filepath.Join(out, "mq+pfifo")
+		stdout, stderr, err := bb(t, 5*time.Minute, "run", "-H", invPath, "--setup", "mq+pfifo", "-l", "10", "-d", "1", "-o", dir, "tcp_4down")
+		if err != nil {
+			t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.bb.json.gz"))
+		if len(files) != 1 {
+			t.Fatalf("want one data file, got %v", files)
+		}
+		r, err := datafile.Read(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range r.Metadata.Setup.Devices {
+			if !strings.Contains(string(d.ReadBack), `"kind":"mq"`) || !strings.Contains(string(d.ReadBack), `"kind":"pfifo"`) {
+				t.Errorf("%s:%s read back without mq and pfifo: %s", d.Host, d.Dev, d.ReadBack)
+			}
+		}
+		backlog, drops := gaugeMax(r, "server:test0", "backlog"), counterSum(r, "server:test0", "drops")
+		t.Logf("mq+pfifo under load: max backlog %.0f bytes, %.0f drops", backlog, drops)
+		if backlog == 0 || drops == 0 {
+			t.Errorf("mq+pfifo under load: backlog %.0f, drops %.0f; want both non-zero", backlog, drops)
+		}
+		if after := guestState(t, inv); after != before {
+			t.Errorf("not restored:\n%s\nvs\n%s", before, after)
+		}
+	})
+	interrupted := func(t *testing.T, stop func(*exec.Cmd), want string) {
+		cmd := exec.Command(bin, "run", "-H", invPath, "--setup", "mq+pfifo", "-l", "30", "-d", "1", "-o", t.TempDir(), "tcp_4down")
+		stderr := &e2eutil.LockedBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(stderr.String(), "running tcp_4down") && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second)
+		stop(cmd)
+		if err := cmd.Wait(); err == nil || !strings.Contains(stderr.String(), want) {
+			t.Errorf("exit %v, want an error with %q:\n%s", err, want, stderr.String())
+		}
+		if after := guestState(t, inv); after != before {
+			t.Errorf("not restored:\n%s\nvs\n%s", before, after)
+		}
+	}
+	t.Run("mq+pfifo SIGINT 3s into traffic", func(t *testing.T) {
+		interrupted(t, func(c *exec.Cmd) { c.Process.Signal(syscall.SIGINT) }, "interrupted")
+	})
+	t.Run("mq+pfifo server's agent killed", func(t *testing.T) {
+		interrupted(t, func(*exec.Cmd) {
+			// The agent runs from the cache the controller copied it to; the shell
+			// that looks for it does not (its command line starts with dash).
+			guestSSH(t, inv, "server", `for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in .cache/bloatbench/agent-*" agent "|/root/.cache/bloatbench/agent-*" agent ") kill -9 ${p#/proc/};; esac; done`)
+		}, "agent on host server")
+	})
 }
 
 // guestState is each guest's qdiscs and BQL limits on the test link, read over SSH
@@ -253,21 +319,25 @@ func guestState(t *testing.T, inv *inventory.Inventory) string {
 	t.Helper()
 	var b strings.Builder
 	for _, role := range []string{"client", "server"} {
-		h := inv.Hosts[role]
-		user, host, port, err := inventory.SplitSSH(h.SSH)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("ssh", "-i", h.IdentityFile, "-o", "UserKnownHostsFile="+h.KnownHosts, "-o", "BatchMode=yes",
-			"-o", "StrictHostKeyChecking=yes", "-p", fmt.Sprint(port), user+"@"+host,
-			"tc qdisc show dev test0; grep . /sys/class/net/test0/queues/tx-*/byte_queue_limits/limit_m*")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("ssh %s: %v\n%s", role, err, out)
-		}
+		out := guestSSH(t, inv, role, "tc qdisc show dev test0; grep . /sys/class/net/test0/queues/tx-*/byte_queue_limits/limit_m*")
 		fmt.Fprintf(&b, "%s:\n%s", role, out)
 	}
 	return b.String()
+}
+
+func guestSSH(t *testing.T, inv *inventory.Inventory, role, command string) string {
+	t.Helper()
+	h := inv.Hosts[role]
+	user, host, port, err := inventory.SplitSSH(h.SSH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ssh", "-i", h.IdentityFile, "-o", "UserKnownHostsFile="+h.KnownHosts, "-o", "BatchMode=yes",
+		"-o", "StrictHostKeyChecking=yes", "-p", fmt.Sprint(port), user+"@"+host, command).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh %s: %v\n%s", role, err, out)
+	}
+	return string(out)
 }
 
 // statSeries returns the samples of every qdisc statistic of dev whose name ends in

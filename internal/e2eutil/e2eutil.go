@@ -1,0 +1,46 @@
+// Package e2eutil holds what the end-to-end test packages share: building the
+// binary under test and a buffer a running command can write while a test reads.
+package e2eutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+// Build compiles ./cmd/bloatbench (pkg is its path from the test's folder) into a
+// fresh temporary folder; remove the folder when done.
+func Build(pkg string) (bin, dir string, err error) {
+	dir, err = os.MkdirTemp("", "bloatbench-e2e")
+	if err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "bloatbench")
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, dir, nil
+}
+
+// LockedBuffer is a bytes.Buffer safe to write from a running command's output
+// while a test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
