@@ -213,7 +213,10 @@ var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
 
 // Read loads a flent data file as a run. Flent summarises a run over its whole
 // length (it keeps no lead-in apart), so the run read has no delay: its ping row
-// covers everything, as flent's does, and its idle row is empty.
+// covers everything, as flent's does, and its idle row is empty. Ping comes from the
+// raw replies, as flent summarises it; throughput from flent's grid, where flent's
+// own summary takes netperf's raw samples, so a TCP row may differ from flent's in
+// the second decimal.
 func Read(path string) (*datafile.Run, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -304,6 +307,16 @@ func Read(path string) (*datafile.Run, error) {
 			continue // computed (sum, avg, fairness) or series bloatbench has no rows for
 		}
 		run.Series = append(run.Series, se)
+		if se.Kind == datafile.KindPing {
+			// flent summarises ping from its raw replies where it has them.
+			if raw := rawSamples(f.RawValues[name]); len(raw) > 0 {
+				run.Samples[name] = raw
+				for _, r := range raw {
+					run.Metadata.Length = math.Max(run.Metadata.Length, r.T-T0)
+				}
+				continue
+			}
+		}
 		for k, v := range values {
 			if v == nil || k >= len(f.XValues) {
 				continue
@@ -322,6 +335,29 @@ func Read(path string) (*datafile.Run, error) {
 		return nil, fmt.Errorf("%s: no ping or TCP series bloatbench can summarise", path)
 	}
 	return run, nil
+}
+
+// rawSamples reads flent's raw values of a series: {t, val, seq}, val null when the
+// probe was lost.
+func rawSamples(raw []map[string]any) []datafile.Sample {
+	var out []datafile.Sample
+	for _, r := range raw {
+		t, ok := r["t"].(float64)
+		if !ok {
+			continue
+		}
+		s := datafile.Sample{T: t}
+		if seq, ok := r["seq"].(float64); ok {
+			s.Seq = int(seq)
+		}
+		if v, ok := r["val"].(float64); ok {
+			s.V = v
+		} else {
+			s.Lost = true
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func unixTime(t float64) time.Time {
