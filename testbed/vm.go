@@ -47,6 +47,11 @@ type VMOptions struct {
 	Modules []string `json:"modules,omitempty"`
 	// MemoryMB per guest.
 	MemoryMB int `json:"memory_mb"`
+	// Router puts a third guest between client and server, forwarding: the setups
+	// apply to its two test devices. Its senders are elsewhere, so TCP small queues
+	// (which keeps a local sender's packets in the qdisc to a few per flow) does not
+	// shape the queue under test, as on a real router.
+	Router bool `json:"router,omitempty"`
 	// CacheDir holds built images; "" = $XDG_CACHE_HOME/bloatbench/vm.
 	CacheDir string `json:"-"`
 	// Log receives the build's and the boot's progress.
@@ -64,11 +69,52 @@ type VMState struct {
 
 // VMNode is one guest.
 type VMNode struct {
-	Role    string `json:"role"`
-	SSHPort int    `json:"ssh_port"`
-	Tap     string `json:"tap"`
-	TestIP  string `json:"test_ip"`
-	Console string `json:"console"`
+	Role    string   `json:"role"`
+	SSHPort int      `json:"ssh_port"`
+	Links   []VMLink `json:"links"`
+	Route   string   `json:"route,omitempty"` // "NET via GW", towards the far side of a router
+	Console string   `json:"console"`
+}
+
+// VMLink is one of a guest's test devices and the tap behind it.
+type VMLink struct {
+	Dev    string `json:"dev"`
+	Tap    string `json:"tap"`
+	MAC    string `json:"mac"`
+	IP     string `json:"ip"`     // with its prefix length
+	Bridge string `json:"bridge"` // in the lab's namespace
+	Shaped bool   `json:"shaped"` // the tap's egress runs at the lab's rate
+}
+
+// TestIP is the address the other side reaches the guest at.
+func (g VMNode) TestIP() string { ip, _, _ := strings.Cut(g.Links[0].IP, "/"); return ip }
+
+// vmPlan lays out lab n: client and server on one bridge, or with a router, each on
+// its own bridge with one of the router's devices. Addresses are from RFC 2544's
+// 198.18.0.0/15: the client's link 198.18.(128+n).0/24, the server's, behind a
+// router, 198.18.(144+n).0/24.
+func vmPlan(n int, router bool, dir string) []VMNode {
+	mac := func(kind, i int) string { return fmt.Sprintf("52:54:00:bb:%02x:%02x", n, kind<<4|i) }
+	node := func(role string) VMNode {
+		return VMNode{Role: role, Console: filepath.Join(dir, role+".console")}
+	}
+	c, s := node("client"), node("server")
+	cnet, snet := fmt.Sprintf("198.18.%d", 128+n), fmt.Sprintf("198.18.%d", 144+n)
+	if !router {
+		c.Links = []VMLink{{Dev: TestDev, Tap: fmt.Sprintf("bbvm%dc", n), MAC: mac(2, 0), IP: cnet + ".1/24", Bridge: "br0", Shaped: true}}
+		s.Links = []VMLink{{Dev: TestDev, Tap: fmt.Sprintf("bbvm%ds", n), MAC: mac(2, 1), IP: cnet + ".2/24", Bridge: "br0", Shaped: true}}
+		return []VMNode{c, s}
+	}
+	r := node("router")
+	c.Links = []VMLink{{Dev: TestDev, Tap: fmt.Sprintf("bbvm%dc", n), MAC: mac(2, 0), IP: cnet + ".1/24", Bridge: "brc", Shaped: true}}
+	s.Links = []VMLink{{Dev: TestDev, Tap: fmt.Sprintf("bbvm%ds", n), MAC: mac(2, 1), IP: snet + ".2/24", Bridge: "brs", Shaped: true}}
+	r.Links = []VMLink{
+		{Dev: TestDev, Tap: fmt.Sprintf("bbvm%drc", n), MAC: mac(2, 2), IP: cnet + ".254/24", Bridge: "brc"},
+		{Dev: "test1", Tap: fmt.Sprintf("bbvm%drs", n), MAC: mac(3, 2), IP: snet + ".254/24", Bridge: "brs"},
+	}
+	c.Route = fmt.Sprintf("%s.0/24 via %s.254", snet, cnet)
+	s.Route = fmt.Sprintf("%s.0/24 via %s.254", cnet, snet)
+	return []VMNode{c, s, r}
 }
 
 // vmSndbuf bounds the bytes each tap queue of QEMU may have in flight on the host.
@@ -287,13 +333,11 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 	}
 	authorized := ssh.MarshalAuthorizedKey(userKey)
 	var known []string
-	for i, role := range []string{"client", "server"} {
-		g := VMNode{Role: role, Tap: fmt.Sprintf("bbvm%d%c", n, role[0]), TestIP: fmt.Sprintf("198.18.%d.%d", 128+n, i+1),
-			Console: filepath.Join(dir, role+".console")}
+	for i, g := range vmPlan(n, o.Router, dir) {
 		if g.SSHPort, err = freePort(); err != nil {
 			return nil, err
 		}
-		hostPub, err := newKey(filepath.Join(dir, role+"_host_key"))
+		hostPub, err := newKey(filepath.Join(dir, g.Role+"_host_key"))
 		if err != nil {
 			return nil, err
 		}
@@ -315,8 +359,12 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 		return nil, err
 	}
 	for _, g := range lab.VM.Guests {
-		if err := waitReady(ctx, g, o.Log); err != nil {
+		kv, err := waitReady(ctx, g, o.Log)
+		if err != nil {
 			return nil, err
+		}
+		if lab.VM.Kernel == "" {
+			lab.VM.Kernel = kv // a bare bzImage: what the guest says it runs
 		}
 	}
 	return lab, lab.finish(out, lab.writeVMInventory)
@@ -335,8 +383,15 @@ func freePort() (int, error) {
 // boot starts one guest, daemonised, and returns QEMU's pid.
 func (l *Lab) boot(ctx context.Context, qemu string, img Image, g VMNode, i int, authorized []byte) (int, error) {
 	o := l.VMOptions
-	mgmtMAC, testMAC := fmt.Sprintf("52:54:00:bb:%02x:%02x", l.Index, 0x10+i), fmt.Sprintf("52:54:00:bb:%02x:%02x", l.Index, 0x20+i)
-	guest := fmt.Sprintf("NAME=%s-%s\nMGMT_MAC=%s\nTEST_MAC=%s\nTEST_IP=%s/24\nQUEUES=%d\n", l.Name, g.Role, mgmtMAC, testMAC, g.TestIP, o.Queues)
+	mgmtMAC := fmt.Sprintf("52:54:00:bb:%02x:%02x", l.Index, 0x10+i)
+	// The guest's init sources this: every value is made here, from numbers.
+	guest := fmt.Sprintf("NAME=%s-%s\nMGMT_MAC=%s\nQUEUES=%d\nROUTE='%s'\n", l.Name, g.Role, mgmtMAC, o.Queues, g.Route)
+	for j, k := range g.Links {
+		guest += fmt.Sprintf("LINK%d='%s %s %s'\n", j, k.Dev, k.MAC, k.IP)
+	}
+	if len(g.Links) > 1 {
+		guest += "FORWARD=1\n"
+	}
 	files := map[string]string{"guest": filepath.Join(l.Dir, g.Role+".env"), "authorized_keys": filepath.Join(l.Dir, "authorized_keys"),
 		"hostkey": filepath.Join(l.Dir, g.Role+"_host_key")}
 	if err := os.WriteFile(files["guest"], []byte(guest), 0o600); err != nil {
@@ -356,8 +411,11 @@ func (l *Lab) boot(ctx context.Context, qemu string, img Image, g VMNode, i int,
 		// restrict=on: the management port reaches nothing but the forwarded sshd.
 		"-netdev", fmt.Sprintf("user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
 		"-device", "virtio-net-pci,netdev=mgmt,mac=" + mgmtMAC,
-		"-netdev", fmt.Sprintf("tap,id=test,ifname=%s,script=no,downscript=no,vhost=off,queues=%d,sndbuf=%d", g.Tap, o.Queues, vmSndbuf),
-		"-device", fmt.Sprintf("virtio-net-pci,netdev=test,mac=%s,mq=on,vectors=%d,host_tso4=off,host_tso6=off,host_ufo=off,host_ecn=off,gso=off", testMAC, 2*o.Queues+2),
+	}
+	for j, k := range g.Links {
+		args = append(args,
+			"-netdev", fmt.Sprintf("tap,id=test%d,ifname=%s,script=no,downscript=no,vhost=off,queues=%d,sndbuf=%d", j, k.Tap, o.Queues, vmSndbuf),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=test%d,mac=%s,mq=on,vectors=%d,host_tso4=off,host_tso6=off,host_ufo=off,host_ecn=off,gso=off", j, k.MAC, 2*o.Queues+2))
 	}
 	for name, f := range files {
 		args = append(args, "-fw_cfg", "name=opt/bloatbench/"+name+",file="+f)
@@ -395,17 +453,23 @@ func (l *Lab) vmLink(ctx context.Context) error {
 		// QEMU's sndbuf at once and with it the flow control; the lab's frames have
 		// no business with the host's firewall anyway.
 		{"ip", "netns", "exec", ns, "sh", "-c", "for f in /proc/sys/net/bridge/bridge-nf-call-*; do [ -e \"$f\" ] && echo 0 > \"$f\"; done; true"},
-		{"ip", "-n", ns, "link", "add", "br0", "type", "bridge"},
-		{"ip", "-n", ns, "link", "set", "br0", "up"},
 	}
+	bridges := map[string]bool{}
 	for _, g := range l.VM.Guests {
-		steps = append(steps,
-			[]string{"ip", "link", "set", g.Tap, "netns", ns},
-			[]string{"ip", "-n", ns, "link", "set", g.Tap, "master", "br0"},
-			[]string{"ip", "-n", ns, "link", "set", g.Tap, "up"})
-		if r := l.VMOptions.Rate; r != "" {
-			steps = append(steps, []string{"tc", "-n", ns, "qdisc", "replace", "dev", g.Tap, "root", "tbf",
-				"rate", r, "burst", "4500", "limit", "65536"})
+		for _, k := range g.Links {
+			if !bridges[k.Bridge] {
+				bridges[k.Bridge] = true
+				steps = append(steps, []string{"ip", "-n", ns, "link", "add", k.Bridge, "type", "bridge"},
+					[]string{"ip", "-n", ns, "link", "set", k.Bridge, "up"})
+			}
+			steps = append(steps,
+				[]string{"ip", "link", "set", k.Tap, "netns", ns},
+				[]string{"ip", "-n", ns, "link", "set", k.Tap, "master", k.Bridge},
+				[]string{"ip", "-n", ns, "link", "set", k.Tap, "up"})
+			if r := l.VMOptions.Rate; r != "" && k.Shaped {
+				steps = append(steps, []string{"tc", "-n", ns, "qdisc", "replace", "dev", k.Tap, "root", "tbf",
+					"rate", r, "burst", "4500", "limit", "65536"})
+			}
 		}
 	}
 	for _, s := range steps {
@@ -416,26 +480,33 @@ func (l *Lab) vmLink(ctx context.Context) error {
 	return nil
 }
 
-// waitReady follows a guest's console until its init says sshd is up.
-func waitReady(ctx context.Context, g VMNode, log io.Writer) error {
+// waitReady follows a guest's console until its init says sshd is up, and returns
+// the kernel release the guest runs.
+func waitReady(ctx context.Context, g VMNode, log io.Writer) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, vmBootTimeout)
 	defer cancel()
+	seen := map[string]bool{}
 	for {
 		b, _ := os.ReadFile(g.Console)
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
 			line := strings.TrimSpace(sc.Text())
+			if strings.HasPrefix(line, "@@module") && !seen[line] {
+				seen[line] = true
+				fmt.Fprintf(log, "%s: %s\n", g.Role, strings.TrimPrefix(line, "@@"))
+			}
 			if strings.HasPrefix(line, "@@ready") {
 				fmt.Fprintf(log, "%s is up: %s\n", g.Role, strings.TrimPrefix(line, "@@ready "))
-				return waitBanner(ctx, g.SSHPort)
+				f := strings.Fields(line)
+				return f[len(f)-1], waitBanner(ctx, g.SSHPort)
 			}
 			if strings.HasPrefix(line, "@@fail") {
-				return fmt.Errorf("guest %s: %s (console: %s)", g.Role, strings.TrimPrefix(line, "@@fail "), g.Console)
+				return "", fmt.Errorf("guest %s: %s (console: %s)", g.Role, strings.TrimPrefix(line, "@@fail "), g.Console)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("guest %s did not come up within %v; its console is %s:\n%s", g.Role, vmBootTimeout, g.Console, lastLines(b, 15))
+			return "", fmt.Errorf("guest %s did not come up within %v; its console is %s:\n%s", g.Role, vmBootTimeout, g.Console, lastLines(b, 15))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -474,13 +545,21 @@ func lastLines(b []byte, n int) string {
 func (l *Lab) writeVMInventory() error {
 	inv := &inventory.Inventory{Hosts: map[string]*inventory.Host{}, Client: "client", Server: "server", Testbed: l.Name}
 	for _, g := range l.VM.Guests {
-		inv.Hosts[g.Role] = &inventory.Host{SSH: fmt.Sprintf("root@127.0.0.1:%d", g.SSHPort), TestIP: g.TestIP,
+		inv.Hosts[g.Role] = &inventory.Host{SSH: fmt.Sprintf("root@127.0.0.1:%d", g.SSHPort), TestIP: g.TestIP(),
 			IdentityFile: filepath.Join(l.Dir, "id_ed25519"), KnownHosts: filepath.Join(l.Dir, "known_hosts")}
-		inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: g.Role, Dev: TestDev})
+		// With a router the bottlenecks are its two devices, else each end's.
+		if l.VMOptions.Router == (g.Role == "router") {
+			for _, k := range g.Links {
+				inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: g.Role, Dev: k.Dev})
+			}
+		}
 	}
 	link := "unshaped"
 	if l.VMOptions.Rate != "" {
 		link = "line rate " + l.VMOptions.Rate
+	}
+	if l.VMOptions.Router {
+		link += ", a router guest between them"
 	}
 	comment := fmt.Sprintf("# VM lab %s: kernel %s in QEMU, virtio-net with %d queue pairs, %s.\n"+
 		"# Written by `bloatbench testbed up --vm`; `bloatbench testbed down -H %s` removes it.\n",
@@ -512,8 +591,10 @@ func (l *Lab) vmDown(ctx context.Context) error {
 	}
 	// A tap QEMU made but vmLink never moved is still in the host's namespace.
 	for _, g := range l.VM.Guests {
-		if _, err := net.InterfaceByName(g.Tap); err == nil {
-			run(ctx, "ip", "link", "del", g.Tap)
+		for _, k := range g.Links {
+			if _, err := net.InterfaceByName(k.Tap); err == nil {
+				run(ctx, "ip", "link", "del", k.Tap)
+			}
 		}
 	}
 	if err := os.RemoveAll(l.Dir); err != nil {

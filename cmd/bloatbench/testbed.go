@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,12 +42,13 @@ func testbedCommand() *cli.Command {
 					&cli.StringFlag{Name: "kernel", Usage: "with --vm: boot this linux-image .deb or bzImage instead"},
 					&cli.StringSliceFlag{Name: "module", Usage: "with --vm: load this .ko in each guest at boot (repeatable), e.g. your qdisc"},
 					&cli.IntFlag{Name: "memory", Value: 512, Usage: "with --vm: MiB of memory per guest"},
+					&cli.BoolFlag{Name: "router", Usage: "with --vm: a third guest between client and server that forwards; the setups apply to its two devices, and no local sender's TCP small queues shapes its queue"},
 				}, labFlags("")...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("vm") {
 						return vmUp(c)
 					}
-					for _, f := range []string{"kernel", "module", "memory"} {
+					for _, f := range []string{"kernel", "module", "memory", "router"} {
 						if c.IsSet(f) {
 							return fmt.Errorf("--%s is for the VM lab: add --vm", f)
 						}
@@ -56,6 +58,21 @@ func testbedCommand() *cli.Command {
 						return err
 					}
 					fmt.Fprintf(c.App.Writer, "lab %s is up: client %s, server %s; inventory %s\n", lab.Name, lab.Hosts[0].NetNS, lab.Hosts[1].NetNS, lab.Inventory)
+					return nil
+				},
+			},
+			{
+				Name:  "image",
+				Usage: "build (once, into the cache) the VM lab's guest image and print its folder: vmlinuz, initrd.gz, kver, sch_dualpi2.ko",
+				UsageText: "bloatbench testbed image [--kernel LINUX_IMAGE.deb]\n\nExample:\n   bloatbench testbed image\n" +
+					"   bloatbench testbed up --vm --module \"$(bloatbench testbed image)/sch_dualpi2.ko\"",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "kernel", Usage: "build the image for this linux-image .deb instead"}},
+				Action: func(c *cli.Context) error {
+					img, err := testbed.EnsureImage(c.Context, testbed.VMOptions{Kernel: c.String("kernel"), Log: c.App.ErrWriter})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(c.App.Writer, img.Dir)
 					return nil
 				},
 			},
@@ -98,12 +115,15 @@ func vmUp(c *cli.Context) error {
 		out = "vmlab.yaml"
 	}
 	o := testbed.VMOptions{Rate: c.String("rate"), Queues: c.Int("queues"), Kernel: c.String("kernel"),
-		Modules: c.StringSlice("module"), MemoryMB: c.Int("memory"), Log: c.App.ErrWriter}
+		Modules: c.StringSlice("module"), MemoryMB: c.Int("memory"), Router: c.Bool("router"), Log: c.App.ErrWriter}
 	lab, err := testbed.UpVM(c.Context, o, out)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "VM lab %s is up (kernel %s): client on 127.0.0.1:%d, server on 127.0.0.1:%d; inventory %s\n",
-		lab.Name, lab.VM.Kernel, lab.VM.Guests[0].SSHPort, lab.VM.Guests[1].SSHPort, lab.Inventory)
+	var guests []string
+	for _, g := range lab.VM.Guests {
+		guests = append(guests, fmt.Sprintf("%s on 127.0.0.1:%d", g.Role, g.SSHPort))
+	}
+	fmt.Fprintf(c.App.Writer, "VM lab %s is up (kernel %s): %s; inventory %s\n", lab.Name, lab.VM.Kernel, strings.Join(guests, ", "), lab.Inventory)
 	return nil
 }

@@ -1,7 +1,8 @@
-// Package vmlab is the VM lab stage of the tests: it brings up `testbed up --vm` (two
-// QEMU guests on Debian's 7.3.4 kernel, which has every AQM of the mission, with
-// sch_dualpi2 built for it) and runs tcp_4down for every built-in setup behind a
-// 20 Mbit/s line, then checks what only a real kernel can show: each setup applied,
+// Package vmlab is the VM lab stage of the tests: it brings up `testbed up --vm
+// --router` (three QEMU guests on Debian's 7.3.4 kernel, which has every AQM of the
+// mission, with sch_dualpi2 built for it: client, server and a router between them
+// whose two devices the setups apply to) and runs tcp_4down for every built-in setup
+// behind a 10 Mbit/s line, then checks what only a real kernel can show: each setup applied,
 // its statistics moved by the traffic, the AQMs' loaded ping well below
 // pfifo_fast's, a BQL limit_max honoured, and every guest restored after each run.
 //
@@ -65,10 +66,11 @@ func bb(t *testing.T, timeout time.Duration, args ...string) (string, string, er
 	return o.String(), e.String(), err
 }
 
-// The rate is low enough for software emulation to fill it with both guests on a
-// 2-core machine, and for pfifo_fast to build a queue although the senders are local
-// (TCP small queues keep each local flow's share of qdisc and ring to about a
-// millisecond of its rate or two packets).
+// The rate is low enough for software emulation to fill it with three guests on a
+// 2-core machine. The bottleneck is a router's, not the sender's: on the sender, TCP
+// small queues keeps each flow's share of qdisc and ring to about a millisecond of
+// its rate or two packets, and pfifo_fast's queue there came out anywhere from 30 to
+// 230 ms from one run to the next; on the router it fills (about a second).
 const rate = 10e6
 
 // bqlLimit is the limit_max of the BQL check: four MTU packets.
@@ -78,11 +80,25 @@ func TestVMLab(t *testing.T) {
 	dir := t.TempDir()
 	invPath := filepath.Join(dir, "vmlab.yaml")
 	start := time.Now()
-	_, stderr, err := bb(t, 20*time.Minute, "testbed", "up", "--vm", "--out", invPath, "--rate", "10mbit")
+	image, stderr, err := bb(t, 20*time.Minute, "testbed", "image")
+	if err != nil {
+		t.Fatalf("testbed image: %v\n%s", err, stderr)
+	}
+	t.Logf("VM image ready in %v: %s", time.Since(start).Round(time.Second), strings.TrimSpace(image))
+	// The image's own dualpi2 module, given again as a user's module: the guests load
+	// it from QEMU's fw_cfg before anything else.
+	module := filepath.Join(strings.TrimSpace(image), "sch_dualpi2.ko")
+	start = time.Now()
+	_, stderr, err = bb(t, 5*time.Minute, "testbed", "up", "--vm", "--router", "--out", invPath, "--rate", "10mbit", "--module", module)
 	if err != nil {
 		t.Fatalf("testbed up --vm: %v\n%s", err, stderr)
 	}
-	t.Logf("VM lab up in %v", time.Since(start).Round(time.Second))
+	t.Logf("VM lab up in %v:\n%s", time.Since(start).Round(time.Second), stderr)
+	for _, role := range []string{"client", "server", "router"} {
+		if !strings.Contains(stderr, role+": module module0 loaded") {
+			t.Errorf("the %s guest did not report --module %s loaded", role, module)
+		}
+	}
 	inv, err := inventory.Load(invPath)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +151,7 @@ func TestVMLab(t *testing.T) {
 		t.Errorf("no side-by-side table after the three runs")
 	}
 	for i, title := range []string{"MQ + DUALPI2", "MQ + FQ_CODEL", "MQ + FQ_PIE"} {
-		if !strings.Contains(blocks[i], title) || !strings.Contains(blocks[i], "Qdisc server:test0 drops") {
+		if !strings.Contains(blocks[i], title) || !strings.Contains(blocks[i], "Qdisc router:test0 drops") {
 			t.Errorf("summary %d is not %s with qdisc rows:\n%s", i+1, title, blocks[i])
 		}
 	}
@@ -193,7 +209,7 @@ func TestVMLab(t *testing.T) {
 		}
 		pings[s] = median(loaded)
 
-		const dev = "server:test0"
+		const dev = "router:test0" // towards the client: the downloads' bottleneck
 		switch base {
 		case "pfifo_fast":
 			b := gaugeMax(r, dev, "backlog")
@@ -273,7 +289,7 @@ func mqPfifo(t *testing.T, invPath string, inv *inventory.Inventory, before, out
 				t.Errorf("%s:%s read back without mq and pfifo: %s", d.Host, d.Dev, d.ReadBack)
 			}
 		}
-		backlog, drops := gaugeMax(r, "server:test0", "backlog"), counterSum(r, "server:test0", "drops")
+		backlog, drops := gaugeMax(r, "router:test0", "backlog"), counterSum(r, "router:test0", "drops")
 		t.Logf("mq+pfifo under load: max backlog %.0f bytes, %.0f drops", backlog, drops)
 		if backlog == 0 || drops == 0 {
 			t.Errorf("mq+pfifo under load: backlog %.0f, drops %.0f; want both non-zero", backlog, drops)
@@ -313,14 +329,15 @@ func mqPfifo(t *testing.T, invPath string, inv *inventory.Inventory, before, out
 	})
 }
 
-// guestState is each guest's qdiscs and BQL limits on the test link, read over SSH
-// with OpenSSH's client (not ours) and the lab's keys.
+// guestState is the qdiscs, BQL limits and offloads of every bottleneck device, read
+// over SSH with OpenSSH's client (not ours) and the lab's keys.
 func guestState(t *testing.T, inv *inventory.Inventory) string {
 	t.Helper()
 	var b strings.Builder
-	for _, role := range []string{"client", "server"} {
-		out := guestSSH(t, inv, role, "tc qdisc show dev test0; grep . /sys/class/net/test0/queues/tx-*/byte_queue_limits/limit_m*")
-		fmt.Fprintf(&b, "%s:\n%s", role, out)
+	for _, bn := range inv.Bottleneck {
+		d := bn.Dev
+		out := guestSSH(t, inv, bn.Host, fmt.Sprintf("tc qdisc show dev %[1]s; grep . /sys/class/net/%[1]s/queues/tx-*/byte_queue_limits/limit_m*; ethtool -k %[1]s | grep -E '^(generic|tcp)-segmentation|generic-receive'", d))
+		fmt.Fprintf(&b, "%s:%s:\n%s", bn.Host, d, out)
 	}
 	return b.String()
 }

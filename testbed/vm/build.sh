@@ -6,6 +6,7 @@
 #                network modules and sch_dualpi2.ko built out of tree against the
 #                kernel's headers (no Debian kernel enables dualpi2)
 #   kver         the kernel release
+#   sch_dualpi2.ko the module built for it (also inside initrd.gz), for --module
 # Other suites are read through a private APT_CONFIG from the mirror the machine's
 # apt already uses; the machine's apt setup is never changed.
 # Usage (root): INIT=init build.sh OUT [KERNEL_DEB]
@@ -82,6 +83,7 @@ if [ "$dualpi2" = yes ]; then
   umount trixie/proc
   mkdir -p "$r/lib/modules/$kv/extra"
   cp trixie/build/sch_dualpi2.ko "$r/lib/modules/$kv/extra/"
+  cp trixie/build/sch_dualpi2.ko dualpi2.ko # kept beside the image, for --module
 fi
 
 step "modules"
@@ -163,4 +165,5 @@ cp "$vmlinuz" "$out/vmlinuz"
 cp initrd.gz "$out/initrd.gz"
 echo "$kv" > "$out/kver"
 echo "$dualpi2" > "$out/dualpi2"
+[ ! -f dualpi2.ko ] || cp dualpi2.ko "$out/sch_dualpi2.ko"
 step "done: $out ($(du -sh "$out" | cut -f1))"
