@@ -7,6 +7,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -488,5 +490,47 @@ func TestZeroDelayStartsStreamsAtOnce(t *testing.T) {
 	first := run.Samples["TCP download::1"]
 	if len(first) < 12 || first[0].T-first[0].Dur-run.Metadata.T0 > 1 {
 		t.Errorf("flow 1: %d samples, the first starting %.2f s after t0", len(first), first[0].T-first[0].Dur-run.Metadata.T0)
+	}
+}
+
+// Installing a new agent removes the ones no controller used for a week, and only
+// those.
+func TestOldAgentsPruned(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(home, ".cache", "bloatbench")
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	current := filepath.Join(cache, "agent-"+hex.EncodeToString(sum[:])[:16])
+	os.Remove(current) // so this run installs it
+	old, recent := filepath.Join(cache, "agent-0ld0ld0ld0ld0ld0"), filepath.Join(cache, "agent-4ecent4ecent4ec")
+	for _, p := range []string{old, recent} {
+		if err := os.MkdirAll(cache, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ten := time.Now().Add(-10 * 24 * time.Hour)
+	os.Chtimes(old, ten, ten)
+	t.Cleanup(func() { os.Remove(old); os.Remove(recent) })
+	r := bb(t, "run", "-H", "local", "-l", "1", "-d", "0", "-o", t.TempDir(), "tcp_nup")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	if _, err := os.Stat(current); err != nil {
+		t.Errorf("the agent was not installed: %v", err)
+	}
+	if _, err := os.Stat(old); err == nil {
+		t.Errorf("%s, unused for 10 days, is still there", old)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("%s, used today, was removed: %v", recent, err)
 	}
 }

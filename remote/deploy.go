@@ -54,7 +54,8 @@ func (c *Conn) EnsureAgent(ctx context.Context, self, selfHash, agentPath string
 	}
 	// The remote path is relative to the login directory: sshd starts commands there.
 	path := ".cache/bloatbench/agent-" + selfHash[:16]
-	check := fmt.Sprintf("if [ -x %[1]s ] && [ \"$(sha256sum < %[1]s)\" = %[2]s ]; then echo present; else echo absent; fi",
+	// A use refreshes the file's time, which is what pruning goes by.
+	check := fmt.Sprintf("if [ -x %[1]s ] && [ \"$(sha256sum < %[1]s)\" = %[2]s ]; then touch %[1]s; echo present; else echo absent; fi",
 		Quote(path), Quote(selfHash+"  -"))
 	out, err = c.Output(ctx, check, nil)
 	if err != nil {
@@ -78,5 +79,14 @@ func (c *Conn) EnsureAgent(ctx context.Context, self, selfHash, agentPath string
 		c.Output(ctx, Command("rm", "-f", tmp), nil)
 		return "", fmt.Errorf("host %s: copy the agent there: %w", name, err)
 	}
+	// A new version arrived: agents (and uploads cut short) no controller has used
+	// for a week go. A week, not at once: other controllers, of other versions, may
+	// share this host and be about to start theirs.
+	prune := fmt.Sprintf("find .cache/bloatbench -maxdepth 1 -type f -name 'agent-*' ! -name %s -mtime +%d -exec rm -f {} +",
+		Quote(strings.TrimPrefix(path, ".cache/bloatbench/")), AgentKeepDays)
+	c.Output(ctx, prune, nil) // best effort: an old file left is no harm
 	return path, nil
 }
+
+// AgentKeepDays is how long an agent binary no controller uses stays on a host.
+const AgentKeepDays = 7
