@@ -56,7 +56,7 @@ if [ -n "$kdeb" ]; then
 else
   step "kernel $kv, its headers and sources"
   papt apt-get download -qq "linux-binary-unsigned-$kv" "linux-modules-$kv" "linux-headers-$kv" \
-    linux-headers-7.3.4+deb13-common linux-kbuild-7.3.4+deb13 linux-source-7.3 2>/dev/null
+    linux-headers-7.3.4+deb13-common linux-kbuild-7.3.4+deb13 linux-source-7.3
   for d in linux-binary-unsigned-*.deb linux-modules-*.deb; do dpkg-deb -x "$d" k; done
   dualpi2=yes
 fi
@@ -122,9 +122,9 @@ ln -s dash "$r/bin/sh"
 copy_bin /usr/sbin/sshd
 copy_bin /usr/sbin/ethtool
 # forky's iproute2 with its own libc, run through its own loader.
-papt apt-get download -qq iproute2/forky 2>/dev/null
+papt apt-get download -qq iproute2/forky
 deps=$(papt apt-cache depends "iproute2=$(dpkg-deb -f iproute2_*.deb Version)" | awk '/Depends: lib/{print $2}' | sort -u)
-mkdir -p ipr && (cd ipr && papt apt-get download -qq $deps libc6/forky zlib1g libzstd1 2>/dev/null)
+mkdir -p ipr && (cd ipr && papt apt-get download -qq $deps libc6/forky zlib1g libzstd1)
 for d in iproute2_*.deb ipr/*.deb; do dpkg-deb -x "$d" "$r/opt/ipr"; done
 lib=/opt/ipr/usr/lib/x86_64-linux-gnu
 for t in tc ip; do
