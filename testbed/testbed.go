@@ -419,14 +419,16 @@ func (l *Lab) down(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		if _, err := net.InterfaceByName(h.HostDev); err == nil {
-			if err := run(ctx, "ip", "link", "del", h.HostDev); err != nil {
+		if linkExists(h.HostDev) {
+			// Deleting the namespace deletes the veth pair too, but in the kernel's
+			// own time: the host's end may vanish between the look and the delete.
+			if err := run(ctx, "ip", "link", "del", h.HostDev); err != nil && linkExists(h.HostDev) {
 				errs = append(errs, err)
 			}
 		}
 	}
 	for _, tmp := range []string{fmt.Sprintf("bb%dtc", l.Index), fmt.Sprintf("bb%dts", l.Index)} {
-		if _, err := net.InterfaceByName(tmp); err == nil {
+		if linkExists(tmp) {
 			run(ctx, "ip", "link", "del", tmp)
 		}
 	}
@@ -457,3 +459,5 @@ func lookPath(tool string) (string, error) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func linkExists(name string) bool { _, err := net.InterfaceByName(name); return err == nil }

@@ -571,7 +571,9 @@ func (l *Lab) writeVMInventory() error {
 // the taps go with QEMU.
 func (l *Lab) vmDown(ctx context.Context) error {
 	var errs []error
-	for _, pid := range l.VM.PIDs {
+	// The guests by the name QEMU was given, too: a lab killed between starting a
+	// guest and saving its pid has one nobody recorded.
+	for _, pid := range append(l.VM.PIDs, qemuPIDs(l.Name)...) {
 		if !isQEMU(pid) {
 			continue // gone, or the number was reused by something else
 		}
@@ -592,7 +594,7 @@ func (l *Lab) vmDown(ctx context.Context) error {
 	// A tap QEMU made but vmLink never moved is still in the host's namespace.
 	for _, g := range l.VM.Guests {
 		for _, k := range g.Links {
-			if _, err := net.InterfaceByName(k.Tap); err == nil {
+			if linkExists(k.Tap) {
 				run(ctx, "ip", "link", "del", k.Tap)
 			}
 		}
@@ -601,6 +603,23 @@ func (l *Lab) vmDown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("remove %s: %w", l.Dir, err))
 	}
 	return errors.Join(errs...)
+}
+
+// qemuPIDs finds the QEMU processes of the named lab by their -name NAME-ROLE.
+func qemuPIDs(lab string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte("qemu-system")) && bytes.Contains(b, []byte("\x00-name\x00"+lab+"-")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func isQEMU(pid int) bool {
