@@ -43,15 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: /usr/sbin/sshd is missing: apt-get install openssh-server")
 		os.Exit(1)
 	}
-	var dir string
-	var err error
-	if bin, dir, err = e2eutil.Build("../cmd/bloatbench"); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	e2eutil.Main(m, "e2e", "../cmd/bloatbench", &bin)
 }
 
 type result struct {

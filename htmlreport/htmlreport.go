@@ -237,6 +237,15 @@ type setupGroup struct {
 	runs []*datafile.Run
 }
 
+// all gathers values over every run of the group.
+func (g setupGroup) all(values func(*datafile.Run) []float64) []float64 {
+	var out []float64
+	for _, r := range g.runs {
+		out = append(out, values(r)...)
+	}
+	return out
+}
+
 func bySetup(runs []Run) []setupGroup {
 	var out []setupGroup
 	index := map[string]int{}
@@ -291,10 +300,7 @@ func pingCDF(groups []setupGroup) *charts.Line {
 		charts.WithXAxisOpts(opts.XAxis{Name: "ping (ms)", Type: "value"}),
 		charts.WithYAxisOpts(opts.YAxis{Name: "fraction of replies", Type: "value", Max: 1}))...)
 	for _, g := range groups {
-		var all []float64
-		for _, r := range g.runs {
-			all = append(all, loadedPing(r)...)
-		}
+		all := g.all(loadedPing)
 		sort.Float64s(all)
 		data := make([]opts.LineData, 0, len(all))
 		for i, v := range all {
@@ -323,12 +329,8 @@ func boxplot(id, title, subtitle, units string, groups []setupGroup, values func
 	var names []string
 	var data []opts.BoxPlotData
 	for _, g := range groups {
-		var all []float64
-		for _, r := range g.runs {
-			all = append(all, values(r)...)
-		}
 		names = append(names, fmt.Sprintf("%s (n=%d)", g.name, len(g.runs)))
-		data = append(data, opts.BoxPlotData{Name: g.name, Value: box(all)})
+		data = append(data, opts.BoxPlotData{Name: g.name, Value: box(g.all(values))})
 	}
 	bp.SetXAxis(names).AddSeries(title, data)
 	return bp
@@ -351,12 +353,8 @@ func throughputBar(groups []setupGroup) *charts.Bar {
 	var names []string
 	var data []opts.BarData
 	for _, g := range groups {
-		var all []float64
-		for _, r := range g.runs {
-			all = append(all, sumPerStep(r)...)
-		}
 		names = append(names, g.name)
-		data = append(data, opts.BarData{Name: g.name, Value: round(report.Mean(all))})
+		data = append(data, opts.BarData{Name: g.name, Value: round(report.Mean(g.all(sumPerStep)))})
 	}
 	bar.SetXAxis(names).AddSeries("mean total throughput (Mbit/s)", data)
 	return bar

@@ -44,15 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "vmlab: qemu-system-x86_64 is missing: bash scripts/install-deps --vm")
 		os.Exit(1)
 	}
-	var dir string
-	var err error
-	if bin, dir, err = e2eutil.Build("../../cmd/bloatbench"); err != nil {
-		fmt.Fprintln(os.Stderr, "vmlab:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	e2eutil.Main(m, "vmlab", "../../cmd/bloatbench", &bin)
 }
 
 func bb(t *testing.T, timeout time.Duration, args ...string) (string, string, error) {

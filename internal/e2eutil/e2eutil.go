@@ -26,6 +26,21 @@ func Build(pkg string) (bin, dir string, err error) {
 	return bin, dir, nil
 }
 
+// Main builds the binary under test (pkg, from the test's folder) into *bin, runs
+// the tests, removes the build and exits with the tests' code; name prefixes a
+// failure to build.
+func Main(m interface{ Run() int }, name, pkg string, bin *string) {
+	b, dir, err := Build(pkg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+	*bin = b
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // LockedBuffer is a bytes.Buffer safe to write from a running command's output
 // while a test reads it.
 type LockedBuffer struct {
