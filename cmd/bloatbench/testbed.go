@@ -38,7 +38,7 @@ func testbedCommand() *cli.Command {
 					"   bloatbench run -H vmlab.yaml --setup mq+dualpi2 --setup mq+fq_codel -l 20 tcp_4down",
 				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "lab.yaml", Usage: "where to write the lab's inventory"},
-					&cli.BoolFlag{Name: "vm", Usage: "two QEMU guests with Debian's 7.3 kernel (every AQM, dualpi2 built for it, virtio-net with BQL) instead of namespaces; --rate is then the link's line rate"},
+					&cli.BoolFlag{Name: "vm", Usage: "two QEMU guests with Debian's 7.3 kernel (every AQM, dualpi2 built for it, virtio-net with BQL) instead of namespaces; --rate is then the link's line rate, and --out defaults to vmlab.yaml"},
 					&cli.StringFlag{Name: "kernel", Usage: "with --vm: boot this linux-image .deb or bzImage instead"},
 					&cli.StringSliceFlag{Name: "module", Usage: "with --vm: load this .ko in each guest at boot (repeatable), e.g. your qdisc"},
 					&cli.IntFlag{Name: "memory", Value: 512, Usage: "with --vm: MiB of memory per guest"},
