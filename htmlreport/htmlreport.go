@@ -6,16 +6,16 @@
 package htmlreport
 
 import (
-	"bytes"
 	_ "embed"
+	"encoding/json"
 	"fmt"
+	"html/template"
 	"io"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
-	"github.com/go-echarts/go-echarts/v2/components"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -24,10 +24,6 @@ import (
 
 //go:embed assets/echarts.min.js
 var echartsJS []byte
-
-// inlineHost stands in for go-echarts' assets host; Write swaps the script tag that
-// names it for the script itself.
-const inlineHost = "bloatbench-inline/"
 
 const (
 	width  = "1100px"
@@ -49,37 +45,89 @@ func RunOf(d *datafile.Run) Run {
 	return r
 }
 
+// chart is what the page needs of a go-echarts chart: its options, complete.
+type chart interface {
+	Validate()
+	JSON() map[string]any
+}
+
+// pageTemplate is the page. Data files travel by mail, and every title, setup and
+// series name in one reaches the page, so the page is made by html/template, not by
+// go-echarts' renderer: go-echarts writes each chart's options into a script
+// unescaped (a title of "</script><script>..." would run) and turns any string
+// holding "__f__" into code. Here the options are JSON in a data block, escaped so
+// that no "<", ">" or "&" appears in it (encoding/json's HTML escaping), read with
+// JSON.parse: text stays text.
+var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>{{.Title}}</title>
+<script>{{.ECharts}}</script>
+<style>.container {margin-top:30px; display:flex; justify-content:center; align-items:center;} .item {margin:auto;}</style>
+</head>
+<body>
+{{- range .Charts}}
+<div class="container"><div class="item" id="{{.ID}}" style="width:{{.Width}};height:{{.Height}};"></div></div>
+<script type="application/json" id="{{.ID}}-option">{{.Option}}</script>
+<script>
+"use strict";
+echarts.init(document.getElementById({{.ID}}), "white", {renderer: "canvas"})
+	.setOption(JSON.parse(document.getElementById({{.ID}} + "-option").textContent));
+</script>
+{{- end}}
+</body>
+</html>
+`))
+
+type pageChart struct {
+	ID, Width, Height string
+	Option            template.JS
+}
+
 // Write renders the page.
 func Write(w io.Writer, title string, runs []Run) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("plot: no runs to draw")
 	}
-	page := components.NewPage()
-	page.PageTitle = title
-	page.SetAssetsHost(inlineHost)
+	type named struct {
+		id string
+		c  chart
+	}
+	var cs []named
 	for i, r := range runs {
 		name := fmt.Sprintf("%s: %s (%s)", r.Data.Metadata.Test, r.Setup, runTime(r.Data))
-		page.AddCharts(timeseries(fmt.Sprintf("ts%d", i), name, r.Data))
-		if c := bottleneck(fmt.Sprintf("bn%d", i), name, r.Data); c != nil {
-			page.AddCharts(c)
+		id := fmt.Sprintf("ts%d", i)
+		cs = append(cs, named{id, timeseries(id, name, r.Data)})
+		id = fmt.Sprintf("bn%d", i)
+		if c := bottleneck(id, name, r.Data); c != nil {
+			cs = append(cs, named{id, c})
 		}
 	}
 	if len(runs) > 1 {
 		groups := bySetup(runs)
-		page.AddCharts(pingCDF(groups), pingBox(groups), throughputBox(groups), throughputBar(groups))
+		cs = append(cs, named{"pingcdf", pingCDF(groups)}, named{"pingbox", pingBox(groups)},
+			named{"tputbox", throughputBox(groups)}, named{"tputbar", throughputBar(groups)})
 	}
-	var b bytes.Buffer
-	if err := page.Render(&b); err != nil {
-		return fmt.Errorf("render the report: %w", err)
+	data := struct {
+		Title   string
+		ECharts template.JS
+		Charts  []pageChart
+	}{Title: title, ECharts: template.JS(string(echartsJS))}
+	for _, c := range cs {
+		c.c.Validate() // fills in go-echarts' defaults, as its page does
+		// json.Marshal escapes <, > and & as \u003c, \u003e and \u0026: the data
+		// block cannot be closed from inside a string.
+		b, err := json.Marshal(c.c.JSON())
+		if err != nil {
+			return fmt.Errorf("plot: chart %s: %w", c.id, err)
+		}
+		data.Charts = append(data.Charts, pageChart{ID: c.id, Width: width, Height: height, Option: template.JS(b)})
 	}
-	tag := fmt.Sprintf(`<script src="%s%s"></script>`, inlineHost, opts.EchartsJS)
-	html := b.String()
-	if !strings.Contains(html, tag) {
-		return fmt.Errorf("render the report: go-echarts no longer writes %s; the page would need the network", tag)
+	if err := pageTemplate.Execute(w, data); err != nil {
+		return fmt.Errorf("plot: write the page: %w", err)
 	}
-	html = strings.Replace(html, tag, "<script>\n"+string(echartsJS)+"\n</script>", 1)
-	_, err := io.WriteString(w, html)
-	return err
+	return nil
 }
 
 func runTime(d *datafile.Run) string {
@@ -106,8 +154,8 @@ func common(title, subtitle string) []charts.GlobalOpts {
 func points(t0 float64, ts, vs []float64) []opts.LineData {
 	out := make([]opts.LineData, 0, len(ts))
 	for i := range ts {
-		if math.IsNaN(vs[i]) {
-			continue
+		if !finite(ts[i]) || !finite(vs[i]) {
+			continue // no value there, or one JSON cannot carry
 		}
 		out = append(out, opts.LineData{Value: []any{round(ts[i] - t0), round(vs[i])}})
 	}
@@ -115,7 +163,28 @@ func points(t0 float64, ts, vs []float64) []opts.LineData {
 }
 
 // round keeps the page small: 0.001 of a second, of a ms, of a Mbit/s is plenty.
-func round(x float64) float64 { return math.Round(x*1000) / 1000 }
+// Numbers too large for that to matter are kept as they are (x*1000 could overflow).
+func round(x float64) float64 {
+	if math.Abs(x) > 1e15 {
+		return x
+	}
+	return math.Round(x*1000) / 1000
+}
+
+// finite says whether x can be drawn: NaN marks no value, and an infinity (a sum of
+// values near float64's limit, from a file made by hand) has no JSON form.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// finiteOnly drops what finite refuses.
+func finiteOnly(xs []float64) []float64 {
+	out := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if finite(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
 
 // overTime is a chart of seconds into the run against two value axes.
 func overTime(id, title, subtitle, y1, y2 string) *charts.Line {
@@ -275,7 +344,7 @@ func loadedPing(d *datafile.Run) []float64 {
 			}
 		}
 	}
-	return out
+	return finiteOnly(out)
 }
 
 // sumPerStep is the total throughput of each step while the streams ran.
@@ -283,11 +352,7 @@ func sumPerStep(d *datafile.Run) []float64 {
 	var out []float64
 	for _, g := range report.Throughput(d) {
 		if strings.HasSuffix(g.Name, " sum") {
-			for _, v := range g.Values {
-				if !math.IsNaN(v) {
-					out = append(out, v)
-				}
-			}
+			out = append(out, finiteOnly(g.Values)...)
 		}
 	}
 	return out
@@ -316,8 +381,14 @@ func box(xs []float64) []float64 {
 	if len(xs) == 0 {
 		return nil
 	}
-	return []float64{round(report.Percentile(xs, 0)), round(report.Percentile(xs, 25)), round(report.Percentile(xs, 50)),
+	out := []float64{round(report.Percentile(xs, 0)), round(report.Percentile(xs, 25)), round(report.Percentile(xs, 50)),
 		round(report.Percentile(xs, 75)), round(report.Percentile(xs, 100))}
+	for _, x := range out {
+		if !finite(x) {
+			return nil // interpolating between huge values overflowed: no box
+		}
+	}
+	return out
 }
 
 func boxplot(id, title, subtitle, units string, groups []setupGroup, values func(*datafile.Run) []float64) *charts.BoxPlot {
@@ -354,7 +425,11 @@ func throughputBar(groups []setupGroup) *charts.Bar {
 	var data []opts.BarData
 	for _, g := range groups {
 		names = append(names, g.name)
-		data = append(data, opts.BarData{Name: g.name, Value: round(report.Mean(g.all(sumPerStep)))})
+		var mean any // none: no bar
+		if m := report.Mean(g.all(sumPerStep)); finite(m) {
+			mean = round(m)
+		}
+		data = append(data, opts.BarData{Name: g.name, Value: mean})
 	}
 	bar.SetXAxis(names).AddSeries("mean total throughput (Mbit/s)", data)
 	return bar

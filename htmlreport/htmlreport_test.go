@@ -2,11 +2,15 @@ package htmlreport
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"github.com/bloatbench/bloatbench/datafile"
 )
@@ -80,5 +84,162 @@ func TestBox(t *testing.T) {
 func TestNoRuns(t *testing.T) {
 	if err := Write(&bytes.Buffer{}, "x", nil); err == nil {
 		t.Error("a page of no runs should be an error")
+	}
+}
+
+// hostile are strings a data file mailed by someone else may carry in any text that
+// reaches the page: script end tags, HTML, and go-echarts' own marker for
+// JavaScript functions ("__f__"), which its renderer strips from the page.
+var hostile = []string{
+	`</script><script>alert(1)</script>`,
+	`<img src=x onerror=alert(2)>`,
+	`__f__alert(3)__f__`,
+	`"};alert(4);//`,
+	"\u2028</SCRIPT ><!--",
+}
+
+func TestHostileStringsStayText(t *testing.T) {
+	var runs []Run
+	for i, h := range hostile {
+		d := run(h, 10+float64(i))
+		d.Metadata.Test = h
+		d.Metadata.Setup.Title = h + " setup"
+		ping := d.Series[0].Name
+		d.Series[0].Name = "Ping " + h
+		d.Samples[d.Series[0].Name] = d.Samples[ping]
+		d.Series = append(d.Series, datafile.Series{Name: "qdisc " + h + " root backlog", Kind: datafile.KindQdisc})
+		d.Samples["qdisc "+h+" root backlog"] = []datafile.Sample{{T: d.Metadata.T0 + 1, V: 1}}
+		runs = append(runs, RunOf(d))
+	}
+	var b bytes.Buffer
+	if err := Write(&b, hostile[0]+" page", runs); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	scripts, texts := parsePage(t, page)
+	// One script is ECharts itself; every other one must be ours, and each chart's
+	// options must be JSON that carries the hostile strings back verbatim.
+	var options []map[string]any
+	for _, s := range scripts {
+		switch {
+		case s.typ == "application/json":
+			var o map[string]any
+			if err := json.Unmarshal([]byte(s.text), &o); err != nil {
+				t.Fatalf("a chart's options are not JSON: %v\n%.300s", err, s.text)
+			}
+			options = append(options, o)
+		case strings.Contains(s.text, "Apache Software Foundation"):
+		case strings.HasPrefix(strings.TrimSpace(s.text), `"use strict";`) && !strings.Contains(s.text, "alert"):
+		default:
+			t.Errorf("a script that is not ours: %.200q", s.text)
+		}
+	}
+	if want := 2*len(runs) + 4; len(options) != want {
+		t.Errorf("%d charts' options, want %d", len(options), want)
+	}
+	all, _ := json.Marshal(options)
+	var back []any
+	_ = json.Unmarshal(all, &back)
+	for _, h := range hostile {
+		if !containsString(back, h+" setup") && !containsString(back, h+" setup (n=1)") {
+			t.Errorf("the setup title %q does not reach a chart verbatim", h)
+		}
+		if !containsString(back, "Ping "+h) {
+			t.Errorf("the series name %q does not reach a chart verbatim", "Ping "+h)
+		}
+	}
+	for _, txt := range texts {
+		if strings.Contains(txt, "alert(") && !strings.Contains(txt, hostile[0]+" page") {
+			t.Errorf("hostile text outside the charts: %q", txt)
+		}
+	}
+	if !strings.Contains(page, "<title>&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt; page</title>") {
+		t.Error("the page title is not escaped")
+	}
+}
+
+type script struct{ typ, text string }
+
+// parsePage parses the page as a browser does: the contents of every script element,
+// and every other text node.
+func parsePage(t *testing.T, page string) (scripts []script, texts []string) {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		switch {
+		case n.Type == html.ElementNode && n.Data == "script":
+			s := script{}
+			for _, a := range n.Attr {
+				if a.Key == "type" {
+					s.typ = a.Val
+				}
+				if a.Key == "src" {
+					t.Errorf("a script loads %s", a.Val)
+				}
+			}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				s.text += c.Data
+			}
+			scripts = append(scripts, s)
+			return
+		case n.Type == html.ElementNode:
+			for _, a := range n.Attr {
+				if strings.HasPrefix(strings.ToLower(a.Key), "on") {
+					t.Errorf("an element %s has an event handler %s=%q", n.Data, a.Key, a.Val)
+				}
+			}
+		case n.Type == html.TextNode:
+			texts = append(texts, n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	return scripts, texts
+}
+
+// containsString says whether v, decoded JSON, holds s as a string anywhere.
+func containsString(v any, s string) bool {
+	switch x := v.(type) {
+	case string:
+		return x == s
+	case []any:
+		for _, y := range x {
+			if containsString(y, s) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, y := range x {
+			if containsString(y, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Values near float64's limit, which sum to infinity, are left out of the charts
+// rather than making the page fail (JSON has no infinity).
+func TestHugeValuesLeftOut(t *testing.T) {
+	a, b := run("A", 40), run("B", 5)
+	for _, d := range []*datafile.Run{a, b} {
+		for _, n := range []string{"TCP download::1", "TCP download::2"} {
+			for i := range d.Samples[n] {
+				d.Samples[n][i].V = math.MaxFloat64
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "huge", []Run{RunOf(a), RunOf(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"name":"TCP download::1 (Mbit/s)"`) {
+		t.Error("the flows are not drawn")
 	}
 }
