@@ -46,24 +46,6 @@ type Dialer struct {
 	Home string
 }
 
-// NewDialer reads ~/.ssh/config when there is one and takes ssh-agent from the
-// environment.
-func NewDialer(acceptNew bool) (*Dialer, error) {
-	home, _ := os.UserHomeDir()
-	d := &Dialer{AgentSocket: os.Getenv("SSH_AUTH_SOCK"), AcceptNew: acceptNew, Home: home}
-	path := filepath.Join(home, ".ssh", "config")
-	f, err := os.Open(path)
-	if err == nil {
-		defer f.Close()
-		cfg, err := ssh_config.Decode(f)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		d.Config = cfg
-	}
-	return d, nil
-}
-
 // Target is where and how to connect, after ~/.ssh/config is applied.
 type Target struct {
 	Name           string // the inventory's host name, for messages
@@ -219,7 +201,10 @@ func (d *Dialer) dialOne(ctx context.Context, t Target, via *ssh.Client) (*ssh.C
 		User:            t.User,
 		Auth:            auth,
 		HostKeyCallback: d.hostKeyCallback(t),
-		Timeout:         t.ConnectTimeout,
+		// The algorithms of the keys known_hosts holds for the host first, so that
+		// it presents one of those.
+		HostKeyAlgorithms: hostKeyAlgorithms(t.KnownHosts, t.Addr),
+		Timeout:           t.ConnectTimeout,
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.ConnectTimeout)
 	defer cancel()

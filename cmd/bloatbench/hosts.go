@@ -38,7 +38,7 @@ func hostsCommand() *cli.Command {
 					}
 					setups = append(setups, s)
 				}
-				d, err := remote.NewDialer(c.Bool("accept-new-host-keys"))
+				d, err := remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter)
 				if err != nil {
 					return err
 				}

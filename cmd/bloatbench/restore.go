@@ -33,7 +33,7 @@ func restoreCommand() *cli.Command {
 					return nil
 				}
 			}
-			d, err := remote.NewDialer(c.Bool("accept-new-host-keys"))
+			d, err := remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}

@@ -106,7 +106,7 @@ func runAction(c *cli.Context) error {
 	if o.SelfHash, err = remote.FileHash(o.Self); err != nil {
 		return err
 	}
-	if o.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys")); err != nil {
+	if o.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter); err != nil {
 		return err
 	}
 
