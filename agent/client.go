@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,6 +155,49 @@ func (c *Client) Call(ctx context.Context, req Request) (Message, error) {
 		c.mu.Unlock()
 		return Message{}, fmt.Errorf("%s on host %s: %w", req.Op, c.host, ctx.Err())
 	}
+}
+
+// Output runs cmd (a shell command line, quoted with remote.Command) on the agent's
+// host with stdin, within timeout, and returns its stdout; a non-zero exit is an error
+// carrying its stderr. It is what remote.Conn.Output is, without a new SSH session.
+func (c *Client) Output(ctx context.Context, cmd string, stdin io.Reader, timeout time.Duration) ([]byte, error) {
+	spec := &ExecSpec{Cmd: cmd, Timeout: timeout.Seconds()}
+	if stdin != nil {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("host %s: %s: read its input: %w", c.host, cmd, err)
+		}
+		spec.Stdin = b
+	}
+	if timeout > 0 {
+		// The agent kills the command at timeout; a second more for its answer, and
+		// a host that answers nothing (frozen) fails here, not never.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout+time.Second)
+		defer cancel()
+	}
+	m, err := c.Call(ctx, Request{Op: OpExec, Exec: spec})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("host %s: %q got no answer within %v (is the host frozen?)", c.host, cmd, timeout)
+		}
+		return nil, err
+	}
+	r := m.Exec
+	if r == nil {
+		return nil, fmt.Errorf("host %s: %s: the agent answered without a result", c.host, cmd)
+	}
+	if r.Killed {
+		return r.Stdout, fmt.Errorf("host %s: %q did not finish within %v", c.host, cmd, timeout)
+	}
+	if r.Exit != 0 {
+		msg := strings.TrimSpace(string(r.Stderr))
+		if msg == "" {
+			msg = fmt.Sprintf("exit status %d", r.Exit)
+		}
+		return r.Stdout, fmt.Errorf("host %s: %s: %s", c.host, cmd, msg)
+	}
+	return r.Stdout, nil
 }
 
 // Hello asks the agent who it is and checks it speaks this protocol.

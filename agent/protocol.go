@@ -22,6 +22,10 @@ const (
 	OpPing    = "ping"    // run ICMP ping
 	OpQdisc   = "qdisc"   // sample the bottleneck devices' qdisc and BQL statistics
 	OpStop    = "stop"    // end a job early
+	// OpExec runs a shell command on the host and answers with its output: the
+	// controller's tc, sysfs and ethtool work goes through the running agent, not a
+	// new SSH session (and login shell) per command.
+	OpExec = "exec"
 )
 
 // Message types from the agent.
@@ -41,6 +45,25 @@ type Request struct {
 	Streams *runners.StreamsSpec `json:"streams,omitempty"`
 	Ping    *runners.PingSpec    `json:"ping,omitempty"`
 	Qdisc   *runners.QdiscSpec   `json:"qdisc,omitempty"`
+	Exec    *ExecSpec            `json:"exec,omitempty"`
+}
+
+// ExecSpec is a command for `sh -c`, already quoted by the controller, with its
+// standard input and how long it may take.
+type ExecSpec struct {
+	Cmd     string  `json:"cmd"`
+	Stdin   []byte  `json:"stdin,omitempty"`
+	Timeout float64 `json:"timeout"` // seconds; 0 = none
+}
+
+// ExecResult is how a command ended. A command that ran and exited non-zero is a
+// result, not a protocol error: Exit and Stderr say what happened.
+type ExecResult struct {
+	Stdout []byte `json:"stdout,omitempty"`
+	Stderr []byte `json:"stderr,omitempty"`
+	Exit   int    `json:"exit"`
+	// Killed says the command ran past its timeout and was killed.
+	Killed bool `json:"killed,omitempty"`
 }
 
 // Hello describes the agent's host.
@@ -63,4 +86,5 @@ type Message struct {
 	Port    int                          `json:"port,omitempty"`
 	Batch   map[string][]datafile.Sample `json:"batch,omitempty"`
 	Message string                       `json:"message,omitempty"`
+	Exec    *ExecResult                  `json:"exec,omitempty"`
 }

@@ -2,12 +2,14 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -143,6 +145,18 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		s.startJob(ctx, req, req.Ping != nil, func(jctx context.Context) error { return runners.RunPing(jctx, *req.Ping, s.emit) })
 	case OpQdisc:
 		s.startJob(ctx, req, req.Qdisc != nil, func(jctx context.Context) error { return runners.RunQdiscStats(jctx, *req.Qdisc, s.emit) })
+	case OpExec:
+		if req.Exec == nil {
+			s.reply(req, Message{}, errors.New("exec: no spec"))
+			return
+		}
+		// Commands run beside the read loop: a slow tc must not hold up the next
+		// request, nor a stop.
+		s.jobWG.Add(1)
+		go func() {
+			defer s.jobWG.Done()
+			s.reply(req, Message{Exec: execute(ctx, *req.Exec)}, nil)
+		}()
 	case OpStop:
 		s.jobsM.Lock()
 		stop := s.jobs[req.Job]
@@ -204,6 +218,34 @@ func (s *Server) endJob(job string, err error, announce bool) {
 		}
 		s.send(m)
 	}
+}
+
+// execute runs spec.Cmd with sh, as sshd would have run it without the login shell.
+func execute(ctx context.Context, spec ExecSpec) *ExecResult {
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(spec.Timeout*float64(time.Second)))
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", spec.Cmd)
+	cmd.Stdin = bytes.NewReader(spec.Stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	// A command that leaves a child holding its pipes must not hold the reply.
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	r := &ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		r.Exit, r.Killed = -1, true
+	case errors.As(err, &ee):
+		r.Exit = ee.ExitCode()
+	case err != nil:
+		r.Exit = -1
+		r.Stderr = append(r.Stderr, err.Error()...)
+	}
+	return r
 }
 
 func hello(version string) *Hello {

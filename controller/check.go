@@ -31,35 +31,48 @@ for d in "$@"; do
 done
 `
 
-// Check connects to every host of the inventory, reports what it finds on log, and
-// dry-runs every setup on every bottleneck host. It returns the problems, one per
-// thing to fix.
-func Check(ctx context.Context, inv *inventory.Inventory, d *remote.Dialer, setups []*qdisc.Setup, log io.Writer) []Problem {
+// Check connects to every host a run needs (client, server, bottleneck hosts) and
+// starts its agent, reports what it finds on log, and dry-runs every setup on every
+// bottleneck host. It returns the problems, one per thing to fix.
+func Check(ctx context.Context, o Options, setups []*qdisc.Setup, log io.Writer) []Problem {
+	s, errs := connectAll(ctx, o)
+	defer s.Close()
+	var problems []Problem
+	for i, err := range errs {
+		if err != nil {
+			name := s.eps[i].host.Name
+			problems = append(problems, Problem{Host: name, Msg: err.Error()})
+			fmt.Fprintf(log, "FAIL %s: %v\n", name, err)
+		}
+	}
+	return append(problems, s.Check(ctx, setups, log)...)
+}
+
+// Check is Check on an open session's hosts, through their agents.
+func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Writer) []Problem {
+	inv := s.o.Inventory
 	var problems []Problem
 	devsOf := map[string][]string{}
 	for _, b := range inv.Bottleneck {
 		devsOf[b.Host] = append(devsOf[b.Host], b.Dev)
 	}
-	for _, name := range sortedHosts(inv) {
-		h := inv.Hosts[name]
+	for _, ep := range s.eps {
+		if ep.agent == nil {
+			continue // reported by Connect
+		}
+		name, h := ep.host.Name, ep.host
 		add := func(format string, args ...any) {
 			p := Problem{Host: name, Msg: fmt.Sprintf(format, args...)}
 			problems = append(problems, p)
 			fmt.Fprintf(log, "FAIL %s: %s\n", name, p.Msg)
 		}
-		conn, err := d.Dial(ctx, h)
+		out, err := ep.Output(ctx, remote.Command(append([]string{"sh", "-c", factsScript, "sh"}, devsOf[name]...)...), nil)
 		if err != nil {
 			add("%v", err)
-			continue
-		}
-		out, err := conn.Output(ctx, remote.Command(append([]string{"sh", "-c", factsScript, "sh"}, devsOf[name]...)...), nil)
-		if err != nil {
-			add("%v", err)
-			conn.Close()
 			continue
 		}
 		facts := string(out)
-		fmt.Fprintf(log, "ok   %s (%s): %s\n", name, h.SSH, strings.Join(strings.Split(strings.TrimSpace(facts), "\n"), "; "))
+		fmt.Fprintf(log, "ok   %s (%s): login shell %.2fs; %s\n", name, h.SSH, ep.proc.ShellStart.Seconds(), strings.Join(strings.Split(strings.TrimSpace(facts), "\n"), "; "))
 		txq, bql := map[string]int{}, map[string]bool{}
 		for _, line := range strings.Split(facts, "\n") {
 			f := strings.Fields(line)
@@ -73,24 +86,23 @@ func Check(ctx context.Context, inv *inventory.Inventory, d *remote.Dialer, setu
 				add("tc is not installed: apt-get install iproute2")
 			}
 		}
-		for _, s := range setups {
+		for _, st := range setups {
 			for _, dev := range devsOf[name] {
-				if _, exists := txq[dev]; exists && s.BQL != nil && !bql[dev] {
-					add("setup %s sets BQL limits, but %s has no byte_queue_limits (its driver lacks BQL)", s.Name, dev)
+				if _, exists := txq[dev]; exists && st.BQL != nil && !bql[dev] {
+					add("setup %s sets BQL limits, but %s has no byte_queue_limits (its driver lacks BQL)", st.Name, dev)
 				}
-				if len(s.Offloads) > 0 && strings.Contains(facts, "ethtool no") {
-					add("setup %s sets offloads, but ethtool is not installed: apt-get install ethtool", s.Name)
+				if len(st.Offloads) > 0 && strings.Contains(facts, "ethtool no") {
+					add("setup %s sets offloads, but ethtool is not installed: apt-get install ethtool", st.Name)
 				}
 			}
 			if len(devsOf[name]) > 0 {
-				if err := qdisc.DryRun(ctx, conn, name, s, max(txq[devsOf[name][0]], 1)); err != nil {
+				if err := qdisc.DryRun(ctx, ep, name, st, max(txq[devsOf[name][0]], 1)); err != nil {
 					add("%v", err)
 				} else {
-					fmt.Fprintf(log, "ok   %s: setup %s can be applied (tried in a scratch namespace)\n", name, s.Name)
+					fmt.Fprintf(log, "ok   %s: setup %s can be applied (tried in a scratch namespace)\n", name, st.Name)
 				}
 			}
 		}
-		conn.Close()
 	}
 	return problems
 }

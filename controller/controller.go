@@ -75,24 +75,97 @@ type endpoint struct {
 	label string // "server (root@198.19.0.6)"
 	host  *inventory.Host
 	conn  *remote.Conn
-	proc  *remote.Process
+	proc  *remote.Agent
 	agent *agent.Client
 	hello *agent.Hello
 	info  datafile.Host
-	tail  *tailBuffer
+	// fwd passes what the agent sends to the run in progress.
+	fwd *forwarder
+	// warnings about the host (a slow login shell) go into each run's data file.
+	warnings []string
+	// broken is set when the agent stopped answering: the next run starts it again.
+	broken bool
 }
 
-// recorder writes what agents send into the data file.
+// Output runs a command on the host through its agent: no new SSH session, so no
+// login shell, per command. Endpoints are what qdisc's operations run on.
+func (ep *endpoint) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+	return ep.agent.Output(ctx, cmd, stdin, ep.conn.Target.CommandTimeout)
+}
+
+// aliveWithin bounds the probe that tells a frozen host from a slow command.
+const aliveWithin = 3 * time.Second
+
+// alive checks that the agent answers at once. After Ctrl-C, or before restoring a
+// host, a frozen host must cost seconds, not every command's timeout.
+func (ep *endpoint) alive(ctx context.Context) error {
+	if ep.agent == nil {
+		return fmt.Errorf("host %s: no agent", ep.host.Name)
+	}
+	if ep.broken {
+		return fmt.Errorf("host %s stopped answering its agent's requests earlier in this run", ep.host.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, aliveWithin)
+	defer cancel()
+	if _, err := ep.agent.Call(ctx, agent.Request{Op: agent.OpClock}); err != nil {
+		ep.broken = true
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("host %s: its agent did not answer within %v (is the host frozen?)", ep.host.Name, aliveWithin)
+		}
+		return ep.deathErr(err)
+	}
+	return nil
+}
+
+// forwarder hands what an agent sends to the run in progress; between runs it drops
+// it.
+type forwarder struct {
+	mu sync.Mutex
+	h  agent.Handler
+}
+
+func (f *forwarder) set(h agent.Handler) {
+	f.mu.Lock()
+	f.h = h
+	f.mu.Unlock()
+}
+
+func (f *forwarder) get() agent.Handler {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.h
+}
+
+func (f *forwarder) Samples(host string, batch map[string][]datafile.Sample) {
+	if h := f.get(); h != nil {
+		h.Samples(host, batch)
+	}
+}
+
+func (f *forwarder) JobDone(host, job string, err error) {
+	if h := f.get(); h != nil {
+		h.JobDone(host, job, err)
+	}
+}
+
+func (f *forwarder) Log(host, msg string) {
+	if h := f.get(); h != nil {
+		h.Log(host, msg)
+	}
+}
+
+// recorder writes what agents send during one run into its data file.
 type recorder struct {
-	w    *datafile.Writer
-	done chan jobEnd
-	mu   sync.Mutex
-	err  error
+	w *datafile.Writer
+	// prefix marks this run's job names: a job of an earlier run that ends late is
+	// not one of this run's.
+	prefix string
+	done   chan jobEnd
+	mu     sync.Mutex
+	err    error
 	// known series; qdisc and BQL statistics are declared when first seen, since
 	// which ones a kernel prints depends on the qdisc kinds.
 	known map[string]bool
-	// dead receives each endpoint whose agent stops.
-	dead chan *endpoint
 }
 
 func (r *recorder) declare(name string) error {
@@ -111,12 +184,16 @@ func (r *recorder) declare(name string) error {
 	return r.w.AddSeries(datafile.Series{Name: name, Kind: kind, Host: host, Units: qdisc.Units(stat), Counter: qdisc.IsCounter(stat)})
 }
 
+// jobEnd is a job's end as its agent reports it: host is the endpoint's label.
 type jobEnd struct {
 	host, job string
 	err       error
 }
 
 func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
+	if r.w == nil {
+		return // before the file: nothing of this run sends samples yet
+	}
 	for series, ss := range batch {
 		err := r.declare(series)
 		if err == nil {
@@ -132,10 +209,21 @@ func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
 	}
 }
 
-func (r *recorder) JobDone(host, job string, err error) { r.done <- jobEnd{host, job, err} }
+func (r *recorder) JobDone(host, job string, err error) {
+	if !strings.HasPrefix(job, r.prefix) {
+		return
+	}
+	select {
+	case r.done <- jobEnd{host, job, err}:
+	default:
+		// Every job of the run fits in done; a surplus end is not one we wait for.
+	}
+}
 
 func (r *recorder) Log(host, msg string) {
-	r.w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: host, Level: "warning", Message: msg})
+	if r.w != nil {
+		r.w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: host, Level: "warning", Message: msg})
+	}
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -144,49 +232,186 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-// Run runs the test and returns the data file's path. The file is kept whatever
-// happens once it exists; a run that fails is recorded as incomplete with its error.
-func Run(ctx context.Context, o Options) (path string, err error) {
+// Session is one SSH connection and one agent per host a run needs (client, server
+// and the bottleneck hosts), kept for any number of runs: a second setup or a repeat
+// logs in to no host again, and a host's login shell runs once a session.
+type Session struct {
+	o    Options
+	eps  []*endpoint
+	runs int
+}
+
+// Connect opens a session: it connects to every host at once and starts its agent.
+// A host that fails is named in the error; nothing is left running.
+func Connect(ctx context.Context, o Options) (*Session, error) {
+	s, errs := connectAll(ctx, o)
+	if err := errors.Join(errs...); err != nil { // nil entries are dropped
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// connectAll connects what it can; errs[i] is endpoint i's failure, or nil.
+func connectAll(ctx context.Context, o Options) (*Session, []error) {
+	inv := o.Inventory
+	s := &Session{o: o, eps: []*endpoint{{role: "client", host: inv.Role("client")}, {role: "server", host: inv.Role("server")}}}
+	for _, b := range inv.Bottleneck {
+		if endpointOf(s.eps, b.Host) == nil {
+			s.eps = append(s.eps, &endpoint{role: "bottleneck", host: inv.Hosts[b.Host]})
+		}
+	}
+	errs := make([]error, len(s.eps))
+	var wg sync.WaitGroup
+	for i, ep := range s.eps {
+		ep.fwd = &forwarder{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.connect(ctx, ep)
+		}()
+	}
+	wg.Wait()
+	return s, errs
+}
+
+// connect dials the host and starts its agent with one command.
+func (s *Session) connect(ctx context.Context, ep *endpoint) error {
+	o := &s.o
+	ep.label = fmt.Sprintf("%s (%s)", ep.host.Name, ep.host.SSH)
+	ep.broken, ep.warnings = false, nil
+	o.logf("connecting to %s", ep.label)
+	conn, err := o.Dialer.Dial(ctx, ep.host)
+	if err != nil {
+		return err
+	}
+	ep.conn = conn
+	// The agent lives as long as this session: when the controller goes, its stdin
+	// closes and it stops every runner.
+	proc, err := conn.StartAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: o.SelfHash, AgentPath: ep.host.AgentPath,
+		Warn: func(msg string) {
+			o.logf("warning: %s", msg)
+			ep.warnings = append(ep.warnings, msg)
+		}})
+	if err != nil {
+		return err
+	}
+	ep.proc = proc
+	if proc.Installed {
+		o.logf("copied the agent to %s:%s", ep.host.Name, proc.Path)
+	}
+	ep.agent = agent.NewClient(ep.label, proc.Stdout, proc.Stdin, ep.fwd)
+	hctx, cancel := context.WithTimeout(ctx, conn.Target.CommandTimeout)
+	defer cancel()
+	hello, err := ep.agent.Hello(hctx)
+	if err != nil {
+		return ep.deathErr(err)
+	}
+	ep.hello = hello
+	ep.info = datafile.Host{Role: ep.role, Name: ep.host.Name, SSH: ep.host.SSH, TestIP: ep.host.TestIP,
+		Hostname: hello.Hostname, Kernel: hello.Kernel}
+	o.logf("agent on %s: %s, kernel %s, login shell %.2fs", ep.label, hello.Hostname, hello.Kernel, proc.ShellStart.Seconds())
+	return nil
+}
+
+// revive starts again the agents that died or stopped answering in an earlier run.
+func (s *Session) revive(ctx context.Context) error {
+	var errs []error
+	for _, ep := range s.eps {
+		dead := ep.agent == nil || ep.broken
+		if !dead {
+			select {
+			case <-ep.agent.Dead():
+				dead = true
+			default:
+			}
+		}
+		if dead {
+			s.o.logf("starting the agent on %s again", ep.label)
+			ep.close()
+			if err := s.connect(ctx, ep); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncClocks estimates every agent's clock offset, each run: hours of batch runs
+// are long enough for clocks to drift.
+func (s *Session) syncClocks(ctx context.Context) error {
+	var g errgroup.Group
+	for _, ep := range s.eps {
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(ctx, ep.conn.Target.CommandTimeout)
+			defer cancel()
+			off, rtt, err := ep.agent.SyncClock(cctx, 7)
+			if err != nil {
+				return ep.deathErr(err)
+			}
+			ep.info.ClockOffset, ep.info.ClockRTT = off.Seconds(), rtt.Seconds()
+			s.o.logf("clock of %s: offset %+.3f ms (±%.3f ms)", ep.label, off.Seconds()*1e3, rtt.Seconds()*1e3/2)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Close stops every agent and closes every connection, all hosts at once.
+func (s *Session) Close() {
+	if s == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ep := range s.eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ep.close()
+		}()
+	}
+	wg.Wait()
+}
+
+// Run runs one test in its own session: Connect, Session.Run, Close.
+func Run(ctx context.Context, o Options) (string, error) {
 	if err := o.Check(); err != nil {
 		return "", err
 	}
-	inv := o.Inventory
-	eps := []*endpoint{{role: "client", host: inv.Role("client")}, {role: "server", host: inv.Role("server")}}
-	for _, b := range inv.Bottleneck {
-		if endpointOf(eps, b.Host) == nil {
-			eps = append(eps, &endpoint{role: "bottleneck", host: inv.Hosts[b.Host]})
-		}
+	s, err := Connect(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	return s.Run(ctx, o)
+}
+
+// Run runs the test on the session's hosts and returns the data file's path. o's
+// Inventory, Dialer and Self are the session's; the rest is this run's. The file is
+// kept whatever happens once it exists; a run that fails is recorded as incomplete
+// with its error.
+func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
+	if err := o.Check(); err != nil {
+		return "", err
+	}
+	if err := s.revive(ctx); err != nil {
+		return "", err
+	}
+	eps := s.eps
+	s.runs++
+	// Agents only send samples once jobs start, after the file exists. Every job's end
+	// fits in done (listen, streams, ping and one sampler per host).
+	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{}}
+	for _, ep := range eps {
+		ep.fwd.set(rec)
 	}
 	defer func() {
 		for _, ep := range eps {
-			ep.close()
+			ep.fwd.set(nil)
 		}
 	}()
-	// Agents only send samples once jobs start, after the file exists. Every job's end
-	// fits in done, so an agent's reader never blocks on one nobody waits for (at most
-	// listen, streams, ping and one sampler per host).
-	rec := &recorder{done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{}}
-	// Connect to every host before creating anything: one that refuses us costs no file.
-	// Not errgroup.WithContext: its context ends with Wait, and the agents' sessions
-	// must outlive it.
-	var g errgroup.Group
-	for _, ep := range eps {
-		g.Go(func() error {
-			if err := o.connect(ctx, ep); err != nil {
-				return err
-			}
-			return o.startAgent(ctx, ep, rec)
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := s.syncClocks(ctx); err != nil {
 		return "", err
-	}
-	rec.dead = make(chan *endpoint, len(eps))
-	for _, ep := range eps {
-		go func() {
-			<-ep.agent.Dead()
-			rec.dead <- ep
-		}()
 	}
 	setup, restore, err := o.applySetup(ctx, eps)
 	if err != nil {
@@ -204,7 +429,11 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 		return "", err
 	}
 	rec.w = w
-	runErr := o.drive(ctx, eps, w, rec, start, setup)
+	jobs := &jobSet{rec: rec, eps: eps}
+	runErr := o.drive(ctx, eps, w, rec, jobs, start, setup)
+	// Whatever is still running (the listener, the samplers; everything after Ctrl-C
+	// or a failure) is stopped, and its last samples recorded, before the file ends.
+	jobs.stopAll(context.WithoutCancel(ctx))
 	o.recordStates(context.WithoutCancel(ctx), eps, w, "post")
 	if runErr == nil {
 		rec.mu.Lock()
@@ -217,50 +446,109 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 	return path, runErr
 }
 
-func (o *Options) connect(ctx context.Context, ep *endpoint) error {
-	ep.label = fmt.Sprintf("%s (%s)", ep.host.Name, ep.host.SSH)
-	o.logf("connecting to %s", ep.label)
-	conn, err := o.Dialer.Dial(ctx, ep.host)
-	if err != nil {
-		return err
-	}
-	ep.conn = conn
-	path, err := conn.EnsureAgent(ctx, o.Self, o.SelfHash, ep.host.AgentPath)
-	if err != nil {
-		return err
-	}
-	// The agent lives as long as this session: when the controller goes, its stdin
-	// closes and it stops every runner.
-	proc, err := conn.Start(ctx, "exec "+remote.Quote(path)+" agent")
-	if err != nil {
-		return err
-	}
-	ep.proc = proc
-	ep.tail = &tailBuffer{max: 4096}
-	go io.Copy(ep.tail, proc.Stderr)
-	ep.info = datafile.Host{Role: ep.role, Name: ep.host.Name, SSH: ep.host.SSH, TestIP: ep.host.TestIP}
-	return nil
+// jobKey names a job on one endpoint.
+type jobKey struct {
+	ep  *endpoint
+	job string
 }
 
-func (o *Options) startAgent(ctx context.Context, ep *endpoint, h agent.Handler) error {
-	ep.agent = agent.NewClient(ep.label, ep.proc.Stdout, ep.proc.Stdin, h)
-	hello, err := ep.agent.Hello(ctx)
-	if err != nil {
-		return ep.deathErr(err)
-	}
-	ep.hello = hello
-	off, rtt, err := ep.agent.SyncClock(ctx, 7)
-	if err != nil {
-		return ep.deathErr(err)
-	}
-	ep.info.Hostname, ep.info.Kernel = hello.Hostname, hello.Kernel
-	ep.info.ClockOffset, ep.info.ClockRTT = off.Seconds(), rtt.Seconds()
-	o.logf("agent on %s: %s, kernel %s, clock offset %+.3f ms (±%.3f ms)", ep.label, hello.Hostname, hello.Kernel,
-		off.Seconds()*1e3, rtt.Seconds()*1e3/2)
-	return nil
+// jobSet is a run's jobs: those it waits for (they end by themselves) and those
+// stopped when it ends (the listener, the samplers).
+type jobSet struct {
+	rec        *recorder
+	eps        []*endpoint
+	awaited    map[jobKey]bool
+	background map[jobKey]bool
 }
 
-func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, start time.Time, setup *datafile.Setup) error {
+// start asks ep's agent to start a job of this run.
+func (js *jobSet) start(ctx context.Context, ep *endpoint, req agent.Request, awaited bool) (agent.Message, error) {
+	req.Job = js.rec.prefix + req.Job
+	m, err := ep.agent.Call(ctx, req)
+	if err != nil {
+		return m, ep.deathErr(err)
+	}
+	k := jobKey{ep, req.Job}
+	if awaited {
+		if js.awaited == nil {
+			js.awaited = map[jobKey]bool{}
+		}
+		js.awaited[k] = true
+	} else {
+		if js.background == nil {
+			js.background = map[jobKey]bool{}
+		}
+		js.background[k] = true
+	}
+	return m, nil
+}
+
+// ended takes a job's end off the set.
+func (js *jobSet) ended(e jobEnd) {
+	for k := range js.awaited {
+		if k.ep.label == e.host && k.job == e.job {
+			delete(js.awaited, k)
+		}
+	}
+	for k := range js.background {
+		if k.ep.label == e.host && k.job == e.job {
+			delete(js.background, k)
+		}
+	}
+}
+
+// stopWithin bounds stopping a run's jobs: a frozen host must not hold up the
+// restore of the others.
+const stopWithin = 3 * time.Second
+
+// stopAll stops every job still running and waits for their ends (their last samples
+// come before), at most stopWithin; an agent that does not answer is marked broken.
+func (js *jobSet) stopAll(ctx context.Context) {
+	left := map[jobKey]bool{}
+	for k := range js.awaited {
+		left[k] = true
+	}
+	for k := range js.background {
+		left[k] = true
+	}
+	if len(left) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopWithin)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for k := range left {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := k.ep.agent.Call(ctx, agent.Request{Op: agent.OpStop, Job: k.job}); err != nil {
+				mu.Lock()
+				k.ep.broken = true
+				delete(left, k)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for len(left) > 0 {
+		select {
+		case e := <-js.rec.done:
+			for k := range left {
+				if k.ep.label == e.host && k.job == e.job {
+					delete(left, k)
+				}
+			}
+		case <-ctx.Done():
+			for k := range left {
+				k.ep.broken = true
+			}
+			return
+		}
+	}
+}
+
+func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, start time.Time, setup *datafile.Setup) error {
 	client, server := eps[0], eps[1]
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
@@ -290,6 +578,11 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	if err := w.Header(meta); err != nil {
 		return err
 	}
+	for _, ep := range eps {
+		for _, msg := range ep.warnings {
+			w.Event(datafile.Event{T: datafile.Unix(start), Host: ep.host.Name, Level: "warning", Message: msg})
+		}
+	}
 	for _, s := range series {
 		rec.known[s.Name] = true
 		if err := w.AddSeries(s); err != nil {
@@ -297,73 +590,78 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		}
 	}
 	o.recordStates(ctx, eps, w, "pre")
-	if err := o.startSampling(ctx, eps, step); err != nil {
+	if err := o.startSampling(ctx, eps, jobs, step); err != nil {
 		return err
 	}
-
+	// The controller's own record of when each job started, on its clock: what tests
+	// and readers check timing against, rather than the wall time around a process.
+	started := func(what string) {
+		now := time.Now()
+		o.logf("%s started %.3fs after t0", what, now.Sub(start).Seconds())
+		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: what + " started"})
+	}
+	ping := func() error {
+		if !p.Ping {
+			return nil
+		}
+		_, err := jobs.start(ctx, client, agent.Request{Op: agent.OpPing, Job: "ping",
+			Ping: &runners.PingSpec{Series: PingSeries, Target: server.host.TestIP, Interval: step, Duration: total}}, true)
+		if err == nil {
+			started("ping")
+		}
+		return err
+	}
+	if len(flows) == 0 {
+		if err := ping(); err != nil {
+			return err
+		}
+		return o.wait(ctx, eps, rec, jobs, time.Time{})
+	}
 	tok := make([]byte, 16)
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
-	running := map[string]*endpoint{}
-	if len(flows) > 0 {
-		m, err := server.agent.Call(ctx, agent.Request{Op: agent.OpListen, Job: "listen",
-			Listen: &runners.ListenSpec{Addr: server.host.TestIP, Token: token, Step: step}})
-		if err != nil {
-			return server.deathErr(err)
-		}
-		defer func() {
-			// The listener ends with the run, however the run ends.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			server.agent.Call(sctx, agent.Request{Op: agent.OpStop, Job: "listen"})
-		}()
-		flowsAddr := net.JoinHostPort(server.host.TestIP, strconv.Itoa(m.Port))
-		startStreams := func() error {
-			_, err := client.agent.Call(ctx, agent.Request{Op: agent.OpStreams, Job: "streams",
-				Streams: &runners.StreamsSpec{Addr: flowsAddr, Token: token, Step: step, Duration: length, Flows: flows}})
-			if err != nil {
-				return client.deathErr(err)
-			}
-			running["streams"] = client
-			return nil
-		}
-		o.logf("running %s for %gs, %d streams, ping every %gs from %gs before to %gs after", p.Test, length, len(flows), step, delay, delay)
-		if p.Ping {
-			if err := o.startPing(ctx, client, server, total, step); err != nil {
-				return err
-			}
-			running["ping"] = client
-		}
-		if err := o.wait(ctx, eps, rec, running, start.Add(o.Delay)); err != nil {
-			return err
-		}
-		if err := startStreams(); err != nil {
-			return err
-		}
-	} else if p.Ping {
-		if err := o.startPing(ctx, client, server, total, step); err != nil {
-			return err
-		}
-		running["ping"] = client
+	m, err := jobs.start(ctx, server, agent.Request{Op: agent.OpListen, Job: "listen",
+		Listen: &runners.ListenSpec{Addr: server.host.TestIP, Token: token, Step: step}}, false)
+	if err != nil {
+		return err
 	}
-	return o.wait(ctx, eps, rec, running, time.Time{})
+	flowsAddr := net.JoinHostPort(server.host.TestIP, strconv.Itoa(m.Port))
+	o.logf("running %s for %gs, %d streams, ping every %gs from %gs before to %gs after", p.Test, length, len(flows), step, delay, delay)
+	if err := ping(); err != nil {
+		return err
+	}
+	if err := o.wait(ctx, eps, rec, jobs, start.Add(o.Delay)); err != nil {
+		return err
+	}
+	if _, err := jobs.start(ctx, client, agent.Request{Op: agent.OpStreams, Job: "streams",
+		Streams: &runners.StreamsSpec{Addr: flowsAddr, Token: token, Step: step, Duration: length, Flows: flows}}, true); err != nil {
+		return err
+	}
+	started("streams")
+	return o.wait(ctx, eps, rec, jobs, time.Time{})
 }
 
-func (o *Options) startPing(ctx context.Context, client, server *endpoint, total, step float64) error {
-	_, err := client.agent.Call(ctx, agent.Request{Op: agent.OpPing, Job: "ping",
-		Ping: &runners.PingSpec{Series: PingSeries, Target: server.host.TestIP, Interval: step, Duration: total}})
-	return client.deathErr(err)
-}
-
-// wait waits until the time until (or, when until is zero, until the running jobs
+// wait waits until the time until (or, when until is zero, until the awaited jobs
 // have ended), failing as soon as an agent dies, a job fails or ctx ends.
-func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, running map[string]*endpoint, until time.Time) error {
+func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, jobs *jobSet, until time.Time) error {
 	var timer <-chan time.Time
 	if !until.IsZero() {
 		timer = time.After(time.Until(until)) // at once when until has passed
 	}
+	dead := make(chan *endpoint, len(eps))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, ep := range eps {
+		go func() {
+			select {
+			case <-ep.agent.Dead():
+				dead <- ep
+			case <-stop:
+			}
+		}()
+	}
 	for {
-		if until.IsZero() && len(running) == 0 {
+		if until.IsZero() && len(jobs.awaited) == 0 {
 			return nil
 		}
 		select {
@@ -371,14 +669,14 @@ func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, runn
 			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("run interrupted: %w", context.Cause(ctx))
-		case ep := <-rec.dead:
+		case ep := <-dead:
 			return ep.deathErr(ep.agent.Err())
 		case e := <-rec.done:
-			delete(running, e.job)
+			jobs.ended(e)
 			if e.err != nil {
 				// A stream fails when the far agent dies: name the cause, not the symptom.
 				select {
-				case ep := <-rec.dead:
+				case ep := <-dead:
 					return ep.deathErr(ep.agent.Err())
 				case <-time.After(500 * time.Millisecond):
 				}
@@ -418,45 +716,29 @@ func (ep *endpoint) deathErr(err error) error {
 	if why != "" {
 		err = fmt.Errorf("%w (%s)", err, why)
 	}
-	if t := strings.TrimSpace(ep.tail.String()); t != "" {
+	if lost := ep.conn.Lost(); lost != nil {
+		err = fmt.Errorf("%w: %w", err, lost)
+	}
+	if t := strings.TrimSpace(ep.proc.StderrTail()); t != "" {
 		err = fmt.Errorf("%w; its stderr: %s", err, t)
 	}
 	return err
 }
+
+// closeWithin bounds how long an agent gets to stop its runners and exit.
+const closeWithin = 3 * time.Second
 
 func (ep *endpoint) close() {
 	if ep.proc != nil {
 		ep.proc.Stdin.Close()
 		select {
 		case <-ep.proc.Exited():
-		case <-time.After(5 * time.Second):
+		case <-time.After(closeWithin):
 		}
 		ep.proc.Close()
 	}
 	if ep.conn != nil {
 		ep.conn.Close()
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
+	ep.conn, ep.proc, ep.agent = nil, nil, nil
 }

@@ -49,7 +49,7 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Se
 		Hosts: map[string]*inventory.Host{}}
 	for _, b := range o.Inventory.Bottleneck {
 		ep := endpointOf(eps, b.Host)
-		st, err := qdisc.Snapshot(ctx, ep.conn, b.Host, b.Dev)
+		st, err := qdisc.Snapshot(ctx, ep, b.Host, b.Dev)
 		if err != nil {
 			return nil, noop, err
 		}
@@ -69,7 +69,7 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Se
 	restore := func() error { return o.restore(ctx, eps, j) }
 	rec := &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
 	for _, st := range j.States {
-		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host).conn, s, st)
+		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host), s, st)
 		if err != nil {
 			if rerr := restore(); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -88,7 +88,13 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 	defer cancel()
 	var errs []error
 	for _, st := range j.States {
-		if err := qdisc.Restore(ctx, endpointOf(eps, st.Host).conn, st); err != nil {
+		// A frozen host is named at once; the others are restored all the same.
+		ep := endpointOf(eps, st.Host)
+		err := ep.alive(ctx)
+		if err == nil {
+			err = qdisc.Restore(ctx, ep, st)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -102,7 +108,11 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile.Writer, phase string) {
 	for _, b := range o.Inventory.Bottleneck {
 		ep := endpointOf(eps, b.Host)
-		out, err := ep.conn.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
+		err := ep.alive(ctx)
+		var out []byte
+		if err == nil {
+			out, err = ep.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
+		}
 		if err != nil || !json.Valid(out) {
 			w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning", Message: fmt.Sprintf("tc statistics %s: %v", phase, err)})
 			continue
@@ -112,8 +122,8 @@ func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile
 }
 
 // startSampling starts a qdisc statistics job on each bottleneck host's agent; it
-// runs until the agent's session ends with the run.
-func (o *Options) startSampling(ctx context.Context, eps []*endpoint, step float64) error {
+// runs until the run stops it.
+func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobSet, step float64) error {
 	devs := map[string][]string{}
 	var hosts []string
 	for _, b := range o.Inventory.Bottleneck {
@@ -123,10 +133,9 @@ func (o *Options) startSampling(ctx context.Context, eps []*endpoint, step float
 		devs[b.Host] = append(devs[b.Host], b.Dev)
 	}
 	for _, h := range hosts {
-		ep := endpointOf(eps, h)
-		if _, err := ep.agent.Call(ctx, agent.Request{Op: agent.OpQdisc, Job: "qdisc",
-			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step}}); err != nil {
-			return ep.deathErr(err)
+		if _, err := jobs.start(ctx, endpointOf(eps, h), agent.Request{Op: agent.OpQdisc, Job: "qdisc",
+			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step}}, false); err != nil {
+			return err
 		}
 	}
 	return nil

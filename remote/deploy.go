@@ -1,16 +1,20 @@
 package remote
 
 import (
+	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
+	"time"
 )
 
 // unameArch maps `uname -m` to Go's GOARCH for the architectures worth naming.
@@ -30,63 +34,228 @@ func FileHash(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// EnsureAgent makes sure the host has this bloatbench binary and returns the remote
-// path to run. With agentPath (the inventory's agent_path) it uses that binary as is.
-// Otherwise the controller's own executable (self, with hash selfHash) is copied to
-// ~/.cache/bloatbench/agent-HASH on the host, unless a file with that hash is there
-// already; the name carries the hash, so hosts sharing a home never race on it.
-func (c *Conn) EnsureAgent(ctx context.Context, self, selfHash, agentPath string) (string, error) {
-	name := c.Target.Name
-	if agentPath != "" {
-		if _, err := c.Output(ctx, Command(agentPath, "version"), nil); err != nil {
-			return "", fmt.Errorf("host %s: agent_path %s does not run: %w", name, agentPath, err)
-		}
-		return agentPath, nil
-	}
-	out, err := c.Output(ctx, "uname -sm", nil)
-	if err != nil {
-		return "", err
-	}
-	f := strings.Fields(string(out))
-	if len(f) != 2 || !strings.EqualFold(f[0], runtime.GOOS) || unameArch[f[1]] != runtime.GOARCH {
-		return "", fmt.Errorf("host %s is %s, but this bloatbench is built for %s/%s: build one for the host (GOOS=linux GOARCH=... go build ./cmd/bloatbench), copy it there, and set agent_path for the host in the inventory",
-			name, strings.TrimSpace(string(out)), runtime.GOOS, runtime.GOARCH)
-	}
-	// The remote path is relative to the login directory: sshd starts commands there.
-	path := ".cache/bloatbench/agent-" + selfHash[:16]
-	// A use refreshes the file's time, which is what pruning goes by.
-	check := fmt.Sprintf("if [ -x %[1]s ] && [ \"$(sha256sum < %[1]s)\" = %[2]s ]; then touch %[1]s; echo present; else echo absent; fi",
-		Quote(path), Quote(selfHash+"  -"))
-	out, err = c.Output(ctx, check, nil)
-	if err != nil {
-		return "", fmt.Errorf("host %s: look for the agent: %w", name, err)
-	}
-	if strings.TrimSpace(string(out)) == "present" {
-		return path, nil
-	}
-	bin, err := os.ReadFile(self)
-	if err != nil {
-		return "", fmt.Errorf("read own executable: %w", err)
-	}
-	// Hosts may share a home directory (the local lab's namespaces do): each upload
-	// writes its own temporary file and renames it into place.
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := fmt.Sprintf("%s.%s.tmp", path, hex.EncodeToString(rnd[:]))
-	install := fmt.Sprintf("mkdir -p .cache/bloatbench && cat > %[1]s && chmod 755 %[1]s && [ \"$(sha256sum < %[1]s)\" = %[2]s ] && mv -f %[1]s %[3]s",
-		Quote(tmp), Quote(selfHash+"  -"), Quote(path))
-	if _, err := c.Output(ctx, install, bytes.NewReader(bin)); err != nil {
-		c.Output(ctx, Command("rm", "-f", tmp), nil)
-		return "", fmt.Errorf("host %s: copy the agent there: %w", name, err)
-	}
-	// A new version arrived: agents (and uploads cut short) no controller has used
-	// for a week go. A week, not at once: other controllers, of other versions, may
-	// share this host and be about to start theirs.
-	prune := fmt.Sprintf("find .cache/bloatbench -maxdepth 1 -type f -name 'agent-*' ! -name %s -mtime +%d -exec rm -f {} +",
-		Quote(strings.TrimPrefix(path, ".cache/bloatbench/")), AgentKeepDays)
-	c.Output(ctx, prune, nil) // best effort: an old file left is no harm
-	return path, nil
-}
-
 // AgentKeepDays is how long an agent binary no controller uses stays on a host.
 const AgentKeepDays = 7
+
+// SlowShell is the login shell start time worth a warning: every SSH command pays it.
+const SlowShell = time.Second
+
+// The bootstrap's lines on stdout, each on a line of its own. Whatever a login shell
+// prints before them (a motd, an rc file's echo) is skipped.
+const (
+	markStart = "bloatbench-bootstrap-start" // the shell is up: uname follows
+	markNeed  = "bloatbench-bootstrap-need"  // no agent of this hash: send its size, then the bytes
+	markRun   = "bloatbench-bootstrap-run"   // the agent starts now: the protocol follows
+)
+
+// The bootstrap is the only command a run sends through a host's login shell: it
+// reports the system, finds the agent in the cache (or takes it on stdin), prunes
+// stale ones and execs it, so the shell's start-up is paid once per host. It is run
+// as `exec sh -c SCRIPT sh ARGS`: values arrive as arguments, never as script text,
+// and the script holds no single quote or backslash, so it is one word even for a
+// login shell that is not POSIX (fish). $1 is the agent's SHA-256, $2 its short name,
+// $3 the days an unused agent is kept.
+var bootstrapScript = strings.Join([]string{
+	`echo "` + markStart + ` $(uname -s) $(uname -m)"`,
+	`d="${XDG_CACHE_HOME:-${HOME:-.}/.cache}/bloatbench"`,
+	`p="$d/agent-$2"`,
+	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; then touch "$p"; echo "` + markRun + ` $p"; exec "$p" agent; fi`,
+	`echo "` + markNeed + `"`,
+	`IFS= read -r n || exit 3`,
+	`case "$n" in ""|*[!0-9]*) exit 3;; esac`,
+	`mkdir -p "$d" || exit 4`,
+	// Hosts may share a home (the local lab's namespaces do): each upload writes a
+	// file of its own and renames it into place.
+	`t="$p.$$.tmp"`,
+	`if ! { head -c "$n" > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t")" = "$1  -" ] && mv -f "$t" "$p"; }; then rm -f "$t"; echo "the agent did not arrive whole in $d" >&2; exit 5; fi`,
+	// A new version arrived: agents (and uploads cut short) no controller has used for
+	// a while go. Not at once: controllers of other versions may share this host.
+	`find "$d" -maxdepth 1 -type f -name "agent-*" ! -name "agent-$2" -mtime +"$3" -exec rm -f {} + 2>/dev/null`,
+	`echo "` + markRun + ` $p"`,
+	`exec "$p" agent`,
+}, "\n")
+
+// With agent_path the binary is the host's own: report the system and run it.
+var bootstrapPathScript = `echo "` + markStart + ` $(uname -s) $(uname -m)"
+echo "` + markRun + ` $1"
+exec "$1" agent`
+
+// AgentOptions say which agent to start on a host.
+type AgentOptions struct {
+	// Self is the controller's executable and SelfHash its SHA-256 (hex): what is
+	// copied to the host when its cache lacks it.
+	Self, SelfHash string
+	// AgentPath is a binary already on the host (the inventory's agent_path).
+	AgentPath string
+	// Warn receives a note about a slow login shell; nil drops it.
+	Warn func(string)
+}
+
+// Agent is an agent started on a host: its protocol runs over Stdin and Stdout.
+type Agent struct {
+	*Process
+	// Path is the agent's path on the host; Installed says this start copied it there.
+	Path      string
+	Installed bool
+	// ShellStart is how long the login shell took to run the bootstrap's first line.
+	ShellStart time.Duration
+}
+
+// StartAgent starts the bloatbench agent on the host in one SSH command (see
+// bootstrapScript). The login shell gets the host's connect timeout to run the first
+// line, so a shell that hangs (a stale lock in an rc file) fails in seconds with a
+// message saying so, not after the command timeout.
+func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
+	name := c.Target.Name
+	cmd := "exec sh -c " + Quote(bootstrapScript) + " sh " + Command(o.SelfHash, shortHash(o.SelfHash), fmt.Sprint(AgentKeepDays))
+	if o.AgentPath != "" {
+		cmd = "exec sh -c " + Quote(bootstrapPathScript) + " sh " + Quote(o.AgentPath)
+	}
+	began := time.Now()
+	p, err := c.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{Process: p}
+	// One watchdog for every phase: when it fires it closes the connection (a closed
+	// session alone still waits for the remote end, which may hang), the read below
+	// fails, and phase says what was being waited for. Nothing else uses the
+	// connection yet.
+	var mu sync.Mutex
+	phase := ""
+	expired := false
+	watch := time.AfterFunc(time.Hour, func() {
+		mu.Lock()
+		expired = true
+		mu.Unlock()
+		c.Close()
+	})
+	defer watch.Stop()
+	arm := func(what string, d time.Duration) {
+		mu.Lock()
+		phase = what
+		mu.Unlock()
+		watch.Reset(d)
+	}
+	fail := func(err error) (*Agent, error) {
+		p.Close()
+		mu.Lock()
+		timedOut, what := expired, phase
+		mu.Unlock()
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("host %s: start the agent: %w", name, context.Cause(ctx))
+		case timedOut:
+			return nil, fmt.Errorf("host %s: %s", name, what)
+		}
+		if t := strings.TrimSpace(p.StderrTail()); t != "" {
+			err = fmt.Errorf("%w; its stderr: %s", err, t)
+		}
+		return nil, err
+	}
+	startup := c.Target.ConnectTimeout
+	arm(fmt.Sprintf("the login shell did not run a command within %v of the SSH session opening: something in the "+
+		"shell's start-up files (~/.bashrc, ~/.profile, /etc/profile.d) is slow or hangs, e.g. a stale lock of pyenv "+
+		"(~/.pyenv/shims/.pyenv-shim); `time %s true` should return at once. Fix the start-up files, or raise "+
+		"connect_timeout for the host in the inventory", startup, c.Target.sshCommand()), startup)
+	out := bufio.NewReaderSize(p.Stdout, 64<<10)
+	line, err := readMark(out, markStart)
+	if err != nil {
+		return fail(fmt.Errorf("host %s: the agent's bootstrap: %w", name, err))
+	}
+	a.ShellStart = time.Since(began)
+	if a.ShellStart > SlowShell && o.Warn != nil {
+		o.Warn(fmt.Sprintf("host %s: its login shell took %.1fs to run a command; every SSH command pays that (bloatbench sends one "+
+			"a run): check ~/.bashrc, ~/.profile and the like on the host (`time %s true`)", name, a.ShellStart.Seconds(), c.Target.sshCommand()))
+	}
+	f := strings.Fields(line)
+	if o.AgentPath == "" && (len(f) != 3 || !strings.EqualFold(f[1], runtime.GOOS) || unameArch[f[2]] != runtime.GOARCH) {
+		return fail(fmt.Errorf("host %s is %s, but this bloatbench is built for %s/%s: build one for the host (GOOS=linux GOARCH=... go build ./cmd/bloatbench), copy it there, and set agent_path for the host in the inventory",
+			name, strings.Join(f[1:], " "), runtime.GOOS, runtime.GOARCH))
+	}
+	arm(fmt.Sprintf("the agent's bootstrap did not finish within %v", c.Target.CommandTimeout), c.Target.CommandTimeout)
+	line, err = readMark(out, markNeed, markRun)
+	if err != nil {
+		if o.AgentPath != "" {
+			return fail(fmt.Errorf("host %s: agent_path %s does not run: %w", name, o.AgentPath, err))
+		}
+		return fail(fmt.Errorf("host %s: look for the agent: %w", name, err))
+	}
+	if line == markNeed {
+		bin, err := os.ReadFile(o.Self)
+		if err != nil {
+			return fail(fmt.Errorf("read own executable: %w", err))
+		}
+		arm(fmt.Sprintf("copying the agent (%d bytes) did not finish within %v", len(bin), c.Target.CommandTimeout), c.Target.CommandTimeout)
+		if _, err := io.Copy(p.Stdin, io.MultiReader(strings.NewReader(fmt.Sprintf("%d\n", len(bin))), bytes.NewReader(bin))); err != nil {
+			return fail(fmt.Errorf("host %s: copy the agent there: %w", name, err))
+		}
+		if line, err = readMark(out, markRun); err != nil {
+			return fail(fmt.Errorf("host %s: copy the agent there: %w", name, err))
+		}
+		a.Installed = true
+	}
+	a.Path = strings.TrimSpace(strings.TrimPrefix(line, markRun))
+	if !watch.Stop() {
+		// The watchdog fired just as the agent started: the session is closed.
+		return fail(errors.New("closed"))
+	}
+	p.Stdout = out
+	return a, nil
+}
+
+// sshCommand is the OpenSSH command line that reaches the target, for messages.
+func (t Target) sshCommand() string {
+	host, port, err := net.SplitHostPort(t.Addr)
+	if err != nil {
+		return "ssh " + Quote(t.User+"@"+t.Addr)
+	}
+	cmd := "ssh "
+	if port != "22" {
+		cmd += "-p " + port + " "
+	}
+	return cmd + Quote(t.User+"@"+host)
+}
+
+func shortHash(h string) string {
+	if len(h) > 16 {
+		return h[:16]
+	}
+	return h
+}
+
+// maxJunk bounds what a login shell may print before the bootstrap's first line.
+const maxJunk = 1 << 20
+
+// readMark reads lines until one starts with one of marks and returns it; other lines
+// (a motd, an rc file's echo) are skipped, up to maxJunk bytes.
+func readMark(r *bufio.Reader, marks ...string) (string, error) {
+	junk := 0
+	var last []byte
+	for junk < maxJunk {
+		b, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			junk += len(b)
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				msg := "the command ended before the agent started"
+				if t := strings.TrimSpace(string(last)); t != "" {
+					msg += fmt.Sprintf(" (last output %q)", t)
+				}
+				return "", errors.New(msg)
+			}
+			return "", err
+		}
+		line := strings.TrimRight(string(b), "\r\n")
+		for _, m := range marks {
+			if line == m || strings.HasPrefix(line, m+" ") {
+				return line, nil
+			}
+		}
+		junk += len(b)
+		last = append(last[:0], b...)
+	}
+	return "", fmt.Errorf("more than %d bytes of output before the agent started", maxJunk)
+}

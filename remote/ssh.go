@@ -5,17 +5,16 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kevinburke/ssh_config"
@@ -149,6 +148,11 @@ type Conn struct {
 	Target Target
 	client *ssh.Client
 	jumps  []*ssh.Client
+	// done ends the keepalive; lost is why the keepalive closed the connection.
+	done      chan struct{}
+	closeOnce sync.Once
+	lostMu    sync.Mutex
+	lost      error
 }
 
 // Dial connects to an inventory host, through its ProxyJump hosts if any.
@@ -162,7 +166,7 @@ func (d *Dialer) Dial(ctx context.Context, h *inventory.Host) (*Conn, error) {
 
 // DialTarget connects to a resolved target.
 func (d *Dialer) DialTarget(ctx context.Context, t Target) (*Conn, error) {
-	c := &Conn{Target: t}
+	c := &Conn{Target: t, done: make(chan struct{})}
 	var via *ssh.Client
 	for i, j := range t.ProxyJump {
 		if i >= maxJumps {
@@ -188,6 +192,7 @@ func (d *Dialer) DialTarget(ctx context.Context, t Target) (*Conn, error) {
 		return nil, err
 	}
 	c.client = cl
+	go c.keepalive(KeepaliveInterval, KeepaliveCount)
 	return c, nil
 }
 
@@ -201,8 +206,8 @@ func (d *Dialer) dialOne(ctx context.Context, t Target, via *ssh.Client) (*ssh.C
 		User:            t.User,
 		Auth:            auth,
 		HostKeyCallback: d.hostKeyCallback(t),
-		// The algorithms of the keys known_hosts holds for the host first, so that
-		// it presents one of those.
+		// The algorithms of the keys known_hosts holds for the host first, so
+		// that it presents one of those.
 		HostKeyAlgorithms: hostKeyAlgorithms(t.KnownHosts, t.Addr),
 		Timeout:           t.ConnectTimeout,
 	}
@@ -341,6 +346,7 @@ func appendKnownHost(file, hostname string, key ssh.PublicKey) error {
 
 // Close ends the connection and its jump connections.
 func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.done) })
 	var errs []error
 	if c.client != nil {
 		errs = append(errs, c.client.Close())
@@ -350,89 +356,3 @@ func (c *Conn) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Output runs a command (already quoted: build it with Command) with stdin, within
-// the host's command timeout, and returns its stdout. A non-zero exit is an error
-// carrying stderr.
-func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.Target.CommandTimeout)
-	defer cancel()
-	s, err := c.client.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("host %s: open session: %w", c.Target.Name, err)
-	}
-	defer s.Close()
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
-	done := make(chan error, 1)
-	go func() { done <- s.Run(cmd) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		s.Signal(ssh.SIGKILL)
-		s.Close()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("host %s: %q did not finish within %v", c.Target.Name, cmd, c.Target.CommandTimeout)
-		}
-		return nil, fmt.Errorf("host %s: %q interrupted: %w", c.Target.Name, cmd, ctx.Err())
-	}
-	if err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return out.Bytes(), fmt.Errorf("host %s: %s: %s", c.Target.Name, cmd, msg)
-	}
-	return out.Bytes(), nil
-}
-
-// Process is a long-running remote command with its pipes.
-type Process struct {
-	Stdin   io.WriteCloser
-	Stdout  io.Reader
-	Stderr  io.Reader
-	s       *ssh.Session
-	exited  chan struct{}
-	exitErr error
-}
-
-// Start runs a long-lived command; ending ctx closes its session.
-func (c *Conn) Start(ctx context.Context, cmd string) (*Process, error) {
-	s, err := c.client.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("host %s: open session: %w", c.Target.Name, err)
-	}
-	p := &Process{s: s}
-	if p.Stdin, err = s.StdinPipe(); err == nil {
-		if p.Stdout, err = s.StdoutPipe(); err == nil {
-			p.Stderr, err = s.StderrPipe()
-		}
-	}
-	if err == nil {
-		err = s.Start(cmd)
-	}
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("host %s: start %q: %w", c.Target.Name, cmd, err)
-	}
-	context.AfterFunc(ctx, func() { s.Close() })
-	// ssh.Session.Wait answers once; every later caller would block forever.
-	p.exited = make(chan struct{})
-	go func() {
-		p.exitErr = s.Wait()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-// Wait waits for the process to exit; any number of callers may wait.
-func (p *Process) Wait() error {
-	<-p.exited
-	return p.exitErr
-}
-
-// Exited is closed when the process has exited.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
-
-// Close ends the process's session.
-func (p *Process) Close() error { return p.s.Close() }

@@ -267,6 +267,14 @@ func (l *Lab) sshd(ctx context.Context) error {
 		return fmt.Errorf("create /run/sshd: %w", err)
 	}
 	sshd, _ := lookPath("sshd")
+	// The lab is a clean host: its sessions get a HOME of their own, so the login
+	// shell reads no rc file of this machine's (root's ~/.bashrc may run pyenv, which
+	// costs every SSH command half a second, or a minute behind a stale lock), and
+	// what the agent caches stays in the lab's folder, not in root's home.
+	home := filepath.Join(l.Dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("create the lab's home: %w", err)
+	}
 	var known []string
 	for _, h := range l.Hosts {
 		keyFile := filepath.Join(l.Dir, h.Role+"_host_ed25519_key")
@@ -290,6 +298,7 @@ func (l *Lab) sshd(ctx context.Context) error {
 			"UsePAM no",
 			"StrictModes no",
 			"PrintMotd no",
+			"SetEnv HOME=" + home,
 			"MaxSessions 64",
 			"MaxStartups 64",
 			"",

@@ -42,7 +42,12 @@ func hostsCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				if problems := controller.Check(c.Context, inv, d, setups, c.App.Writer); len(problems) > 0 {
+				self, selfHash, err := selfBinary()
+				if err != nil {
+					return err
+				}
+				o := controller.Options{Inventory: inv, Dialer: d, Self: self, SelfHash: selfHash, Log: c.App.ErrWriter}
+				if problems := controller.Check(c.Context, o, setups, c.App.Writer); len(problems) > 0 {
 					return fmt.Errorf("%d problem(s)", len(problems))
 				}
 				return nil

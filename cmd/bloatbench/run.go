@@ -100,10 +100,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.Self, err = os.Executable(); err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	if o.SelfHash, err = remote.FileHash(o.Self); err != nil {
+	if o.Self, o.SelfHash, err = selfBinary(); err != nil {
 		return err
 	}
 	if o.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter); err != nil {
@@ -145,11 +142,17 @@ func runAction(c *cli.Context) error {
 		}
 		setups = append(setups, s)
 	}
+	// One SSH login and one agent per host for every run of the command.
+	sess, err := controller.Connect(c.Context, o)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
 	if len(setups) > 0 {
 		// Every setup is tried on every bottleneck host before any traffic: a kernel
 		// without the qdisc fails here, with the fix, and no host is changed.
 		fmt.Fprintln(c.App.ErrWriter, "preflight:")
-		if problems := controller.Check(c.Context, o.Inventory, o.Dialer, setups, c.App.ErrWriter); len(problems) > 0 {
+		if problems := sess.Check(c.Context, setups, c.App.ErrWriter); len(problems) > 0 {
 			return fmt.Errorf("preflight found %d problem(s); nothing was run and no host was changed", len(problems))
 		}
 	}
@@ -172,7 +175,7 @@ func runAction(c *cli.Context) error {
 					ro.Title = fmt.Sprintf("%s (%s)", o.Title, s.Title)
 				}
 			}
-			path, err := runOne(c, ro, ropts, cols)
+			path, err := runOne(c, sess, ro, ropts, cols)
 			if path != "" {
 				paths = append(paths, path)
 			}
@@ -203,9 +206,18 @@ func runAction(c *cli.Context) error {
 	return nil
 }
 
+// selfBinary is this executable and its SHA-256: the agent copied to hosts.
+func selfBinary() (path, hash string, err error) {
+	if path, err = os.Executable(); err != nil {
+		return "", "", fmt.Errorf("find own executable: %w", err)
+	}
+	hash, err = remote.FileHash(path)
+	return path, hash, err
+}
+
 // runOne runs one test and prints its summary, also when the run failed part way.
-func runOne(c *cli.Context, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
-	path, runErr := controller.Run(c.Context, o)
+func runOne(c *cli.Context, sess *controller.Session, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
+	path, runErr := sess.Run(c.Context, o)
 	if path != "" {
 		run, err := datafile.Read(path)
 		if err != nil {

@@ -1,0 +1,222 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Keepalives: OpenSSH's ServerAliveInterval and ServerAliveCountMax. A host that
+// answers none of KeepaliveCount requests in a row (frozen, or its link cut) has its
+// connection closed, so every session on it ends instead of waiting forever.
+const (
+	KeepaliveInterval = 5 * time.Second
+	KeepaliveCount    = 3
+)
+
+// keepalive runs until the connection ends.
+func (c *Conn) keepalive(interval time.Duration, count int) {
+	answered := make(chan error, 1)
+	pending := false
+	missed := 0
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case err := <-answered:
+			pending = false
+			if err != nil {
+				return // the connection is gone; its sessions say so
+			}
+			missed = 0
+		case <-t.C:
+			if pending {
+				missed++
+				if missed >= count {
+					c.lostMu.Lock()
+					c.lost = fmt.Errorf("host %s answered no SSH keepalive for %v (frozen, or its management link is down)",
+						c.Target.Name, time.Duration(count)*interval)
+					c.lostMu.Unlock()
+					c.Close()
+					return
+				}
+				continue
+			}
+			pending = true
+			go func() {
+				// Any answer counts, a refusal too: the host is alive.
+				_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+				answered <- err
+			}()
+		}
+	}
+}
+
+// Lost says why the connection was closed by its keepalive, or is nil.
+func (c *Conn) Lost() error {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	return c.lost
+}
+
+// newSession opens a session within the connect timeout: a frozen host never answers
+// the channel request, and x/crypto/ssh would wait for it forever.
+func (c *Conn) newSession(ctx context.Context) (*ssh.Session, error) {
+	type result struct {
+		s   *ssh.Session
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := c.client.NewSession()
+		ch <- result{s, err}
+	}()
+	abandon := func() {
+		// Close the session if it ever opens.
+		go func() {
+			if r := <-ch; r.s != nil {
+				r.s.Close()
+			}
+		}()
+	}
+	timer := time.NewTimer(c.Target.ConnectTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			if lost := c.Lost(); lost != nil {
+				return nil, lost
+			}
+			return nil, fmt.Errorf("host %s: open an SSH session: %w", c.Target.Name, r.err)
+		}
+		return r.s, nil
+	case <-timer.C:
+		abandon()
+		return nil, fmt.Errorf("host %s: opening an SSH session got no answer within %v (is the host frozen, or its sshd overloaded?)",
+			c.Target.Name, c.Target.ConnectTimeout)
+	case <-ctx.Done():
+		abandon()
+		return nil, fmt.Errorf("host %s: open an SSH session: %w", c.Target.Name, context.Cause(ctx))
+	}
+}
+
+// Output runs a command (already quoted: build it with Command) with stdin, within
+// the host's command timeout, and returns its stdout. A non-zero exit is an error
+// carrying stderr. Each call is a session, so the host's login shell starts again:
+// a run sends its commands through the agent instead.
+func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Target.CommandTimeout)
+	defer cancel()
+	s, err := c.newSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
+	done := make(chan error, 1)
+	go func() { done <- s.Run(cmd) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.Signal(ssh.SIGKILL)
+		s.Close()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("host %s: %q did not finish within %v", c.Target.Name, cmd, c.Target.CommandTimeout)
+		}
+		return nil, fmt.Errorf("host %s: %q interrupted: %w", c.Target.Name, cmd, ctx.Err())
+	}
+	if err != nil {
+		msg := errb.String()
+		if msg == "" {
+			msg = err.Error()
+		}
+		return out.Bytes(), fmt.Errorf("host %s: %s: %s", c.Target.Name, cmd, bytes.TrimSpace([]byte(msg)))
+	}
+	return out.Bytes(), nil
+}
+
+// Process is a long-running remote command with its pipes. Its stderr is kept, the
+// last 4 KB of it, for the error that reports its end.
+type Process struct {
+	Stdin   io.WriteCloser
+	Stdout  io.Reader
+	s       *ssh.Session
+	stderr  *tailBuffer
+	exited  chan struct{}
+	exitErr error
+}
+
+// Start runs a long-lived command; ending ctx closes its session.
+func (c *Conn) Start(ctx context.Context, cmd string) (*Process, error) {
+	s, err := c.newSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{s: s, stderr: &tailBuffer{max: 4096}}
+	s.Stderr = p.stderr
+	if p.Stdin, err = s.StdinPipe(); err == nil {
+		p.Stdout, err = s.StdoutPipe()
+	}
+	if err == nil {
+		err = s.Start(cmd)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("host %s: start %q: %w", c.Target.Name, cmd, err)
+	}
+	context.AfterFunc(ctx, func() { s.Close() })
+	// ssh.Session.Wait answers once; every later caller would block forever.
+	p.exited = make(chan struct{})
+	go func() {
+		p.exitErr = s.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Wait waits for the process to exit; any number of callers may wait.
+func (p *Process) Wait() error {
+	<-p.exited
+	return p.exitErr
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Close ends the process's session.
+func (p *Process) Close() error { return p.s.Close() }
+
+// StderrTail is the last 4 KB the process wrote to stderr.
+func (p *Process) StderrTail() string { return p.stderr.String() }
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
