@@ -35,6 +35,11 @@ func Is(path string) bool {
 	return strings.HasSuffix(path, Ext) || strings.HasSuffix(path, ".flent")
 }
 
+// MaxDecompressed bounds a flent file's JSON, whatever its compressed size (a gzip
+// bomb). Reading keeps the whole document and then every raw value as a map, several
+// times its JSON in memory; flent writes a 60 s rrul test in a few MB.
+const MaxDecompressed = 128 << 20
+
 // formatVersion is the file format flent 2.1.1 writes and reads.
 const formatVersion = 4
 
@@ -232,9 +237,17 @@ func Read(path string) (*datafile.Run, error) {
 		defer zr.Close()
 		r = zr
 	}
+	// A JSON decoder holds the whole document anyway: read it, within the cap.
+	data, err := io.ReadAll(datafile.Capped(r, MaxDecompressed))
+	switch {
+	case errors.Is(err, datafile.ErrTooLarge):
+		return nil, fmt.Errorf("%s: more than %d MiB of JSON when decompressed, more than flent writes: a gzip bomb, or not a flent data file", path, MaxDecompressed>>20)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	var f file
-	if err := json.NewDecoder(r).Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: not a flent data file: %w", path, err)
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: not a flent data file: %s", path, datafile.JSONProblem(data, err))
 	}
 	if f.Version > formatVersion || f.Version < 2 {
 		return nil, fmt.Errorf("%s: flent file format version %d; bloatbench reads versions 2 to %d (flent 2.x)", path, f.Version, formatVersion)
@@ -253,13 +266,21 @@ func Read(path string) (*datafile.Run, error) {
 	if err != nil {
 		started = t0
 	}
-	step := num("STEP_SIZE")
-	if step <= 0 {
-		return nil, fmt.Errorf("%s: metadata STEP_SIZE missing", path)
+	if _, ok := md["STEP_SIZE"].(float64); !ok {
+		return nil, fmt.Errorf("%s: metadata STEP_SIZE missing: flent writes the step in seconds there", path)
 	}
+	step := num("STEP_SIZE")
 	total := num("TOTAL_LENGTH")
-	if total == 0 && len(f.XValues) > 0 {
-		total = f.XValues[len(f.XValues)-1]
+	if _, ok := md["TOTAL_LENGTH"]; !ok && len(f.XValues) > 0 {
+		total = f.XValues[len(f.XValues)-1] // as old flent files have it
+	}
+	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for k, x := range f.XValues {
+		if !(math.Abs(x) <= datafile.MaxTime) {
+			return nil, fmt.Errorf("%s: x_values[%d] is %v: not seconds into the run", path, k, x)
+		}
 	}
 	params := map[string]string{}
 	if tp, ok := md["TEST_PARAMETERS"].(map[string]any); ok {
@@ -309,7 +330,11 @@ func Read(path string) (*datafile.Run, error) {
 		run.Series = append(run.Series, se)
 		if se.Kind == datafile.KindPing {
 			// flent summarises ping from its raw replies where it has them.
-			if raw := rawSamples(f.RawValues[name]); len(raw) > 0 {
+			raw, err := rawSamples(name, f.RawValues[name])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if len(raw) > 0 {
 				run.Samples[name] = raw
 				for _, r := range raw {
 					run.Metadata.Length = math.Max(run.Metadata.Length, r.T-T0)
@@ -328,26 +353,32 @@ func Read(path string) (*datafile.Run, error) {
 				// alignment gives it back to exactly that point.
 				s.T, s.Dur = T0+x+step/2, step
 			}
+			if err := datafile.CheckSample(fmt.Sprintf("results[%q][%d]", name, k), s); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
 			run.Samples[name] = append(run.Samples[name], s)
 		}
 	}
 	if len(run.Series) == 0 {
 		return nil, fmt.Errorf("%s: no ping or TCP series bloatbench can summarise", path)
 	}
+	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, len(run.Series)); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return run, nil
 }
 
 // rawSamples reads flent's raw values of a series: {t, val, seq}, val null when the
 // probe was lost.
-func rawSamples(raw []map[string]any) []datafile.Sample {
+func rawSamples(name string, raw []map[string]any) ([]datafile.Sample, error) {
 	var out []datafile.Sample
-	for _, r := range raw {
+	for i, r := range raw {
 		t, ok := r["t"].(float64)
 		if !ok {
 			continue
 		}
 		s := datafile.Sample{T: t}
-		if seq, ok := r["seq"].(float64); ok {
+		if seq, ok := r["seq"].(float64); ok && math.Abs(seq) <= 1<<53 {
 			s.Seq = int(seq)
 		}
 		if v, ok := r["val"].(float64); ok {
@@ -355,9 +386,12 @@ func rawSamples(raw []map[string]any) []datafile.Sample {
 		} else {
 			s.Lost = true
 		}
+		if err := datafile.CheckSample(fmt.Sprintf("raw_values[%q][%d]", name, i), s); err != nil {
+			return nil, err
+		}
 		out = append(out, s)
 	}
-	return out
+	return out, nil
 }
 
 func unixTime(t float64) time.Time {

@@ -16,10 +16,20 @@ type Grid struct {
 // GridOf returns the run's grid, covering its total length.
 func GridOf(m datafile.Metadata) Grid {
 	step := m.Step
-	if step <= 0 {
+	if !(step > 0) || math.IsInf(step, 0) {
 		step = 0.2
 	}
-	return Grid{T0: m.T0, Step: step, N: int(math.Round(m.TotalLength/step)) + 1}
+	// Readers refuse files whose grid is out of these bounds (datafile.CheckGrid); a
+	// run made in code is held to them too, rather than allocating without bound or
+	// panicking on a negative length.
+	n := datafile.GridPoints(m.TotalLength, step)
+	switch {
+	case !(n >= 1):
+		n = 1
+	case n > datafile.MaxGridPoints:
+		n = datafile.MaxGridPoints
+	}
+	return Grid{T0: m.T0, Step: step, N: int(n)}
 }
 
 // Time of point k.

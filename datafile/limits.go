@@ -1,0 +1,131 @@
+package datafile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Limits of what a reader accepts. Data files travel (people mail them to each
+// other), so a reader must not trust one: these bound what a file can make a reader
+// or a report allocate, far above anything a run of bloatbench writes.
+const (
+	// MaxDecompressed bounds a data file's JSON, whatever its compressed size (a gzip
+	// bomb). A reader keeps every sample in memory, about 1.4 bytes for each byte of
+	// JSON, so this keeps a reader under a gigabyte. Real files are far smaller: a
+	// 60 s run of 1024 streams is about 20 MB, and a run sampling mq+fq_codel on 4 tx
+	// queues writes about 3 KB a step, so 512 MiB holds some 9 hours of it at the
+	// default step.
+	MaxDecompressed = 512 << 20
+
+	// MaxGridPoints bounds a run's step grid, total_length/step points, which reports
+	// put the samples on: 10 million is 23 days at the default step (0.2 s) and 27
+	// hours at the shortest (10 ms).
+	MaxGridPoints = 10_000_000
+
+	// MaxGridValues bounds the grid's points times the series reports put on it (every
+	// TCP flow and ping, a sum and an average per direction): 50 million float64 are
+	// 400 MB. A real file has a sample for about every value, and MaxDecompressed
+	// holds at most about 12 million: only a file that declares series it has no
+	// samples for comes near this.
+	MaxGridValues = 50_000_000
+
+	// MaxTime bounds times (t0 and sample times, Unix seconds) and durations: year
+	// 33658, far beyond any clock.
+	MaxTime = 1e12
+
+	// MaxValue bounds a sample's value: beyond any 64-bit counter tc prints (1.8e19)
+	// by ten orders, and small enough that the sums, squares and rates reports
+	// compute over a run stay finite.
+	MaxValue = 1e30
+)
+
+// GridPoints is the number of points of the step grid covering total seconds:
+// point k at t0 + k*step, k from 0 to total/step. It is a float64 so that absurd
+// headers can be checked before anything is allocated for them.
+func GridPoints(total, step float64) float64 { return math.Round(total/step) + 1 }
+
+// CheckGrid refuses a step grid that reports cannot build: the step and the total
+// length must be positive and finite, the grid at most MaxGridPoints points and,
+// with series (the TCP and ping series put on it), at most MaxGridValues values.
+// stepKey and totalKey name the keys in errors as the file spells them.
+func CheckGrid(stepKey string, step float64, totalKey string, total float64, series int) error {
+	switch {
+	case !(step > 0) || math.IsInf(step, 0):
+		return fmt.Errorf("%s is %v: must be more than 0 seconds", stepKey, step)
+	case !(total > 0) || total > MaxTime:
+		return fmt.Errorf("%s is %v: must be more than 0 seconds and at most %g", totalKey, total, float64(MaxTime))
+	}
+	points := GridPoints(total, step)
+	if points > MaxGridPoints {
+		return fmt.Errorf("%s %v with %s %v is %.0f grid points: bloatbench reads at most %d (27 hours at a 10 ms step)",
+			totalKey, total, stepKey, step, points, MaxGridPoints)
+	}
+	// A sum and an average per direction besides the series themselves.
+	if values := points * float64(series+4); series > 0 && values > MaxGridValues {
+		return fmt.Errorf("%d TCP and ping series on a grid of %.0f points (%s %v / %s %v) are %.0f values: reports build at most %d",
+			series, points, totalKey, total, stepKey, step, values, MaxGridValues)
+	}
+	return nil
+}
+
+// CheckSample refuses a sample no run records: a time or duration beyond MaxTime, a
+// negative duration, a value beyond MaxValue. key names the sample in errors.
+func CheckSample(key string, s Sample) error {
+	switch {
+	case !(math.Abs(s.T) <= MaxTime):
+		return fmt.Errorf("%s.t is %v: not a time (Unix seconds up to %g)", key, s.T, float64(MaxTime))
+	case !(s.Dur >= 0 && s.Dur <= MaxTime):
+		return fmt.Errorf("%s.dur is %v: must be from 0 to %g seconds", key, s.Dur, float64(MaxTime))
+	case !(math.Abs(s.V) <= MaxValue):
+		return fmt.Errorf("%s.v is %v: beyond any value bloatbench records (%g)", key, s.V, float64(MaxValue))
+	}
+	return nil
+}
+
+// checkMetadata refuses a header whose numbers no run writes.
+func checkMetadata(m *Metadata) error {
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"length", m.Length}, {"delay", m.Delay}} {
+		if !(f.v >= 0 && f.v <= MaxTime) {
+			return fmt.Errorf("metadata.%s is %v: must be from 0 to %g seconds", f.key, f.v, float64(MaxTime))
+		}
+	}
+	if !(math.Abs(m.T0) <= MaxTime) {
+		return fmt.Errorf("metadata.t0 is %v: not a time (Unix seconds up to %g)", m.T0, float64(MaxTime))
+	}
+	return CheckGrid("metadata.step", m.Step, "metadata.total_length", m.TotalLength, 0)
+}
+
+// ErrTooLarge is what a Capped reader returns past its cap.
+var ErrTooLarge = errors.New("more data than the reader's cap")
+
+// Capped reads r up to limit bytes, then fails with ErrTooLarge if r has more:
+// the decompressed side of a gzip reader, against gzip bombs.
+func Capped(r io.Reader, limit int64) io.Reader { return &capped{r: r, left: limit} }
+
+type capped struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// At the cap: only the end of the stream is fine.
+		var one [1]byte
+		n, err := c.r.Read(one[:])
+		if n > 0 {
+			return 0, ErrTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}

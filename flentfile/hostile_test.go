@@ -1,0 +1,146 @@
+package flentfile
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// fixture is the flent-made file, decoded, to break a piece of.
+func fixture(t *testing.T) map[string]any {
+	t.Helper()
+	f, err := os.Open("testdata/ping.loopback.flent-2.1.1.flent.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.NewDecoder(zr).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func writeGz(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+Ext)
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write(data)
+	zw.Close()
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// flent files made by hand or by mistake are refused with the file, the key and
+// what is wrong: never a panic, never gigabytes of memory.
+func TestHostileFlentFilesRefused(t *testing.T) {
+	meta := func(k string, v any) func(map[string]any) {
+		return func(d map[string]any) { d["metadata"].(map[string]any)[k] = v }
+	}
+	rawT := func(v any) func(map[string]any) {
+		return func(d map[string]any) {
+			d["raw_values"].(map[string]any)["Ping (ms) ICMP"].([]any)[3].(map[string]any)["t"] = v
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(map[string]any)
+		text [2]string // a replacement in the JSON text, for what Go cannot encode
+		want []string
+	}{
+		{name: "zero STEP_SIZE", edit: meta("STEP_SIZE", 0), want: []string{"STEP_SIZE", "more than 0"}},
+		{name: "negative STEP_SIZE", edit: meta("STEP_SIZE", -0.2), want: []string{"STEP_SIZE", "-0.2"}},
+		{name: "zero TOTAL_LENGTH", edit: meta("TOTAL_LENGTH", 0), want: []string{"TOTAL_LENGTH", "more than 0"}},
+		{name: "negative TOTAL_LENGTH", edit: meta("TOTAL_LENGTH", -4), want: []string{"TOTAL_LENGTH", "-4"}},
+		{name: "billion-point grid", edit: meta("STEP_SIZE", 1e-9), want: []string{"STEP_SIZE", "grid points"}},
+		{name: "absurd TOTAL_LENGTH", edit: meta("TOTAL_LENGTH", 1e300), want: []string{"TOTAL_LENGTH"}},
+		{name: "NaN TOTAL_LENGTH", text: [2]string{`"TOTAL_LENGTH":4`, `"TOTAL_LENGTH":NaN`}, want: []string{`key "TOTAL_LENGTH"`, "NaN"}},
+		{name: "Infinity value", text: [2]string{`"val":0.049`, `"val":Infinity`}, want: []string{`key "val"`, "Infinity"}},
+		{name: "huge value", text: [2]string{`"val":0.049`, `"val":1e999`}, want: []string{"raw_values", "1e999"}},
+		{name: "absurd raw time", edit: rawT(-1e300), want: []string{`raw_values["Ping (ms) ICMP"][3].t`}},
+		{name: "absurd x value", edit: func(d map[string]any) {
+			delete(d["raw_values"].(map[string]any), "Ping (ms) ICMP")
+			d["x_values"].([]any)[2] = 1e300
+		}, want: []string{"x_values[2]", "1e+300"}},
+		{name: "absurd result", edit: func(d map[string]any) {
+			delete(d["raw_values"].(map[string]any), "Ping (ms) ICMP")
+			d["results"].(map[string]any)["Ping (ms) ICMP"].([]any)[2] = 1e300
+		}, want: []string{`results["Ping (ms) ICMP"][2].v`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			doc := fixture(t)
+			if c.edit != nil {
+				c.edit(doc)
+			}
+			data, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.text[0] != "" {
+				if !bytes.Contains(data, []byte(c.text[0])) {
+					t.Fatalf("the fixture has no %s", c.text[0])
+				}
+				data = bytes.Replace(data, []byte(c.text[0]), []byte(c.text[1]), 1)
+			}
+			path := writeGz(t, "hostile", data)
+			_, err = Read(path)
+			if err == nil {
+				t.Fatal("read without error")
+			}
+			for _, w := range append(c.want, path) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A gzip bomb: a small file whose JSON is more than MaxDecompressed, most of it
+// white space inside the document (a JSON decoder buffers a whole document).
+func TestFlentGzipBombRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 200 MiB stream")
+	}
+	doc, err := json.Marshal(fixture(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	zw.Write(doc[:1])
+	space := bytes.Repeat([]byte(" "), 1<<20)
+	for n := 0; n <= MaxDecompressed>>20; n++ {
+		zw.Write(space)
+	}
+	zw.Write(doc[1:])
+	zw.Close()
+	path := filepath.Join(t.TempDir(), "bomb"+Ext)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = Read(path)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "MiB") {
+		t.Fatalf("error %v, want one naming the file and the cap", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 2*MaxDecompressed+64<<20 {
+		t.Errorf("reading the bomb allocated %d MiB", grew>>20)
+	}
+}
