@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,16 +52,39 @@ func runCommand() *cli.Command {
 	}
 }
 
-// parseSeconds reads "60", "0.2" (seconds) or "90s", "200ms" (Go durations).
+// maxDuration bounds --length, --step and --delay: a week. More is a slip of the
+// keyboard (60000 for 60), and converting NaN, infinities or 1e300 seconds to a
+// time.Duration gives nonsense (NaN becomes -292 years).
+const maxDuration = 7 * 24 * time.Hour
+
+// parseSeconds reads "60", "0.2" (seconds) or "90s", "200ms" (Go durations), within
+// a week either way.
 func parseSeconds(flag, s string) (time.Duration, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(f) || math.Abs(f) > maxDuration.Seconds() {
+			return 0, fmt.Errorf("--%s %q: write seconds up to %.0f (a week), e.g. 60 or 0.2", flag, s, maxDuration.Seconds())
+		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("--%s %q: write seconds (60, 0.2) or a duration (90s, 200ms)", flag, s)
 	}
+	if d > maxDuration || d < -maxDuration {
+		return 0, fmt.Errorf("--%s %q: at most %v (a week)", flag, s, maxDuration)
+	}
 	return d, nil
+}
+
+// checkSteps refuses a run whose data file readers would refuse: its step grid,
+// (length + 2 delay) / step, must stay within datafile.MaxGridPoints.
+func checkSteps(length, step, delay time.Duration) error {
+	total := (length + 2*delay).Seconds()
+	if n := datafile.GridPoints(total, step.Seconds()); n > datafile.MaxGridPoints {
+		return fmt.Errorf("--step %v with --length %v and --delay %v is %.0f steps: reports read at most %d; make --step longer or the run shorter",
+			step, length, delay, n, datafile.MaxGridPoints)
+	}
+	return nil
 }
 
 func runAction(c *cli.Context) error {
@@ -94,6 +118,9 @@ func runAction(c *cli.Context) error {
 		}
 	}
 	if err := o.Check(); err != nil {
+		return err
+	}
+	if err := checkSteps(o.Length, o.Step, o.Delay); err != nil {
 		return err
 	}
 	ropts, cols, err := reportOptions(c)

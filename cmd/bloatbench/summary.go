@@ -24,6 +24,10 @@ func reportFlags() []cli.Flag {
 	}
 }
 
+// maxCut bounds --cut's END: three weeks, longer than any run (--length and
+// --delay are at most a week).
+const maxCut = 3 * 7 * 24 * 3600.0
+
 // reportOptions reads reportFlags.
 func reportOptions(c *cli.Context) (report.Options, report.Columns, error) {
 	var o report.Options
@@ -31,8 +35,9 @@ func reportOptions(c *cli.Context) (report.Options, report.Columns, error) {
 		a, b, ok := strings.Cut(v, ",")
 		start, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
 		end, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
-		if !ok || err1 != nil || err2 != nil || start < 0 || end <= start {
-			return o, report.Columns{}, fmt.Errorf("--cut %q: write START,END in seconds into the run, START < END, e.g. --cut 5,25", v)
+		// !(x <= max) also refuses NaN, which every comparison lets through.
+		if !ok || err1 != nil || err2 != nil || !(start >= 0) || !(end > start) || !(end <= maxCut) {
+			return o, report.Columns{}, fmt.Errorf("--cut %q: write START,END in seconds into the run, 0 <= START < END <= %.0f, e.g. --cut 5,25", v, maxCut)
 		}
 		o.Cut = &[2]float64{start, end}
 	}
