@@ -261,6 +261,9 @@ func (inv *Inventory) check(lines map[string]int) error {
 	for _, name := range names {
 		h := inv.Hosts[name]
 		key := "hosts." + name
+		if err := CheckHostName(name); err != nil {
+			return errAt(key, "%v", err)
+		}
 		if h == nil {
 			return errAt(key, "empty host: give it at least ssh: and test_ip:")
 		}
@@ -333,6 +336,33 @@ func CheckDevName(dev string) error {
 	for _, r := range dev {
 		if r == '/' || r == ':' || r <= ' ' || r == 0x7f || r > 0x7e {
 			return fmt.Errorf("device name %q has a character Linux does not allow (%q)", dev, r)
+		}
+	}
+	return nil
+}
+
+// maxHostName bounds a host name: a name for people, in every series and error.
+const maxHostName = 64
+
+// CheckHostName refuses inventory host names that would break what is made of them:
+// series names ("qdisc HOST:DEV root drops", which readers split at spaces and at
+// the colon), log lines and file names. Letters, digits, '-', '_' and '.', starting
+// with a letter or digit.
+func CheckHostName(name string) error {
+	const rule = "write letters, digits, '-', '_' and '.' only, starting with a letter or digit (the name goes into series names such as \"qdisc NAME:DEV root drops\")"
+	switch {
+	case name == "":
+		return fmt.Errorf("empty host name: %s", rule)
+	case len(name) > maxHostName:
+		return fmt.Errorf("host name %q is longer than %d bytes", name, maxHostName)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !ok && (i == 0 || !strings.ContainsRune("-_.", r)) {
+			if i == 0 && strings.ContainsRune("-_.", r) {
+				return fmt.Errorf("host name %q starts with %q: %s", name, r, rule)
+			}
+			return fmt.Errorf("host name %q has %q: %s", name, r, rule)
 		}
 	}
 	return nil

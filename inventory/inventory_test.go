@@ -77,6 +77,20 @@ func TestErrors(t *testing.T) {
 			[]string{"hosts.yaml:13:", "bottleneck[0].dev", "15 bytes"}},
 		{"bottleneck host", good + "bottleneck:\n  - {host: z, dev: eth0}\n",
 			[]string{"hosts.yaml:13:", "bottleneck[0].host", `no host "z"`}},
+		// Host names go into series names ("qdisc HOST:DEV root drops"), which readers
+		// split at spaces and colons.
+		{"space in host name", strings.Replace(strings.Replace(good, "  b:\n", "  \"lab b\":\n", 1), "server: b", "server: lab b", 1),
+			[]string{"hosts.yaml:7:", "hosts.lab b", `host name "lab b"`, "' '", "letters, digits"}},
+		{"colon in host name", strings.Replace(strings.Replace(good, "  b:\n", "  \"b:1\":\n", 1), "server: b", "server: \"b:1\"", 1),
+			[]string{"hosts.yaml:7:", "hosts.b:1", `host name "b:1"`, "':'"}},
+		{"empty host name", strings.Replace(strings.Replace(good, "  b:\n", "  \"\":\n", 1), "server: b", "server: \"\"", 1),
+			[]string{"hosts.yaml:7:", "empty host name"}},
+		{"dash first", strings.Replace(strings.Replace(good, "  b:\n", "  -b:\n", 1), "server: b", "server: -b", 1),
+			[]string{"hosts.yaml:7:", `host name "-b"`, "starting with a letter or digit"}},
+		{"dot dot", strings.Replace(strings.Replace(good, "  b:\n", "  ..:\n", 1), "server: b", "server: ..", 1),
+			[]string{"hosts.yaml:7:", `host name ".."`}},
+		{"newline in host name", strings.Replace(strings.Replace(good, "  b:\n", "  \"b\\nc\":\n", 1), "server: b", "server: \"b\\nc\"", 1),
+			[]string{"hosts.yaml:7:", `host name "b\nc"`}},
 		{"syntax", "hosts: [\n", []string{"hosts.yaml"}},
 		{"empty", "", []string{"hosts.yaml", "empty"}},
 	}
