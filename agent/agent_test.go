@@ -2,14 +2,18 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/runners"
 )
 
@@ -152,7 +156,21 @@ func TestStreamsBetweenAgents(t *testing.T) {
 	}
 }
 
+// needPing skips a test that sends ICMP echo when it can open no ICMP socket: raw
+// ones need root, and the kernel's unprivileged ones a net.ipv4.ping_group_range
+// that holds the user's group (runners.Ping uses whichever it can).
+func needPing(t *testing.T) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, syscall.IPPROTO_ICMP)
+	if err == nil {
+		syscall.Close(fd)
+		return
+	}
+	e2eutil.NeedRoot(t, fmt.Sprintf("sends ICMP echo (unprivileged ICMP socket: %v; sysctl net.ipv4.ping_group_range must hold group %d)", err, os.Getgid()))
+}
+
 func TestPingLoopback(t *testing.T) {
+	needPing(t)
 	rec := newRecorder()
 	c, stop := pipeAgent(t, "client", rec)
 	defer stop()

@@ -99,6 +99,7 @@ func fmtPtr(p *float64) string {
 // flent 2.1.1 summarises our export with our numbers, and we summarise a file flent
 // made with its numbers.
 func TestFlentBothWays(t *testing.T) {
+	needLab(t)
 	for _, tool := range []string{"flent", "irtt", "fping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is missing: bash scripts/install-deps", tool)

@@ -260,15 +260,27 @@ func buildImage(ctx context.Context, o VMOptions, dir, kdeb string) error {
 	fmt.Fprintf(o.Log, "building the VM image into %s (a few minutes, once)\n", dir)
 	cmd := exec.CommandContext(ctx, "bash", args...)
 	cmd.Env = append(os.Environ(), "INIT="+init)
-	var tail tailBuffer
-	cmd.Stdout = io.MultiWriter(o.Log, &tail)
-	cmd.Stderr = io.MultiWriter(o.Log, &tail)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build the VM image: %w\n%s", err, tail.String())
+	if err := runLogged(cmd, o.Log); err != nil {
+		return fmt.Errorf("build the VM image: %w", err)
 	}
 	// Renaming is the commit: an interrupted build leaves no image that looks whole.
 	if err := os.Rename(filepath.Join(tmp, "image"), dir); err != nil && !fileExists(filepath.Join(dir, "kver")) {
 		return fmt.Errorf("store the VM image: %w", err)
+	}
+	return nil
+}
+
+// runLogged runs cmd with its stdout and stderr on log, and returns its error
+// followed by the last lines of that output.
+func runLogged(cmd *exec.Cmd, log io.Writer) error {
+	var tail tailBuffer
+	// One writer for both: exec.Cmd then copies them through one pipe, so one
+	// goroutine writes the tail and log (two writers were two goroutines writing
+	// the tail at once).
+	w := io.MultiWriter(log, &tail)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail.String())
 	}
 	return nil
 }

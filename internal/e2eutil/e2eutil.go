@@ -1,5 +1,6 @@
-// Package e2eutil holds what the end-to-end test packages share: building the
-// binary under test and a buffer a running command can write while a test reads.
+// Package e2eutil holds what the test packages share: building the binary under
+// test, a buffer a running command can write while a test reads, and skipping the
+// tests that need root when they are not run as root.
 package e2eutil
 
 import (
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"testing"
 )
 
 // Build compiles ./cmd/bloatbench (pkg is its path from the test's folder) into a
@@ -39,6 +41,18 @@ func Main(m interface{ Run() int }, name, pkg string, bin *string) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// NeedRoot skips t when the tests do not run as root, with one line that names
+// the test and why it needs root: `go test ./...` as a user runs every other test,
+// and `go test -v ./... | grep 'needs root'` lists these. As root it does nothing,
+// so that `make test` runs them all and a missing tool or a broken lab fails them
+// rather than skipping them.
+func NeedRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("%s needs root: %s", t.Name(), why)
+	}
 }
 
 // LockedBuffer is a bytes.Buffer safe to write from a running command's output
