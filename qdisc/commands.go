@@ -31,8 +31,10 @@ func (o Op) run() string {
 	return remote.Command(o.Argv...)
 }
 
-func bqlPath(dev string, q int, file string) string {
-	return fmt.Sprintf("/sys/class/net/%s/queues/tx-%d/byte_queue_limits/%s", dev, q, file)
+// bqlPath is a BQL file of the tx queue named queue ("tx-10"): by name, since the
+// shell's glob lists tx-10 before tx-2.
+func bqlPath(dev, queue, file string) string {
+	return fmt.Sprintf("/sys/class/net/%s/queues/%s/byte_queue_limits/%s", dev, queue, file)
 }
 
 func params(p map[string]string) []string {
@@ -67,10 +69,10 @@ func (s *Setup) Commands(dev string, txQueues int) []Op {
 	if s.BQL != nil {
 		for q := 0; q < txQueues; q++ {
 			if s.BQL.LimitMax != nil {
-				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, q, "limit_max")}, Stdin: strconv.Itoa(*s.BQL.LimitMax)})
+				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, fmt.Sprintf("tx-%d", q), "limit_max")}, Stdin: strconv.Itoa(*s.BQL.LimitMax)})
 			}
 			if s.BQL.LimitMin != nil {
-				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, q, "limit_min")}, Stdin: strconv.Itoa(*s.BQL.LimitMin)})
+				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, fmt.Sprintf("tx-%d", q), "limit_min")}, Stdin: strconv.Itoa(*s.BQL.LimitMin)})
 			}
 		}
 	}

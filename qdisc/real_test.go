@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -36,6 +38,14 @@ func (r localRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([
 // scratch makes a namespace with a 4-queue veth pair named dev and its peer.
 func scratch(t *testing.T, dev string) localRunner {
 	t.Helper()
+	return scratchDev(t, "veth", dev, 4)
+}
+
+// scratchDev makes a namespace with a device of the kind (veth, with a peer, or ifb)
+// and queues tx and rx queues. ifb is there for BQL: this kernel's veth has no
+// byte_queue_limits, ifb has them for every tx queue.
+func scratchDev(t *testing.T, kind, dev string, queues int) localRunner {
+	t.Helper()
 	// Skipped, not failed, without root, so that a user's `go test ./...` runs the
 	// rest of the package (as e2eutil.NeedRoot does; as root nothing skips).
 	if os.Geteuid() != 0 {
@@ -49,10 +59,38 @@ func scratch(t *testing.T, dev string) localRunner {
 	}
 	sh("ip", "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	sh("ip", "-n", ns, "link", "add", "name", dev, "numtxqueues", "4", "numrxqueues", "4", "type", "veth", "peer", "name", "peer0")
+	q := fmt.Sprint(queues)
+	link := []string{"ip", "-n", ns, "link", "add", "name", dev, "numtxqueues", q, "numrxqueues", q, "type", kind}
+	if kind == "veth" {
+		link = append(link, "peer", "name", "peer0")
+	}
+	sh(link...)
 	sh("ip", "-n", ns, "link", "set", dev, "up")
-	sh("ip", "-n", ns, "link", "set", "peer0", "up")
+	if kind == "veth" {
+		sh("ip", "-n", ns, "link", "set", "peer0", "up")
+	}
 	return localRunner{ns: ns, dir: t.TempDir()}
+}
+
+// sh runs shell lines in the scratch namespace, failing the test on the first error.
+func (r localRunner) sh(t *testing.T, lines ...string) string {
+	t.Helper()
+	var out []byte
+	for _, l := range lines {
+		b, err := r.Output(context.Background(), l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	return string(out)
+}
+
+// sortedLines sorts a command's output by line: the kernel lists classes in hash order.
+func sortedLines(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	sort.Strings(l)
+	return strings.Join(l, "\n")
 }
 
 func mustSetup(t *testing.T, name string) *Setup {
@@ -188,5 +226,152 @@ func TestDryRun(t *testing.T) {
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	if strings.Contains(string(out), "bbdry-") {
 		t.Errorf("a scratch namespace was left: %s", out)
+	}
+}
+
+// A hand-made htb tree three levels deep: inner classes (for which tc prints no prio
+// and no quantum), leaves with their own prio and quantum, qdiscs under leaves, and a
+// second htb under a leaf with classes of its own. It must come back exactly as tc -d
+// shows it, and be rebuilt parents first, whatever order the kernel lists it in.
+func TestRestoreHTBTreeThreeLevels(t *testing.T) {
+	r := scratch(t, "test0")
+	r.sh(t,
+		"tc qdisc replace dev test0 root handle 1: htb default 20 r2q 5",
+		"tc class add dev test0 parent 1: classid 1:1 htb rate 100mbit ceil 100mbit prio 3",
+		"tc class add dev test0 parent 1:1 classid 1:10 htb rate 60mbit ceil 100mbit prio 1 quantum 3000",
+		"tc class add dev test0 parent 1:1 classid 1:20 htb rate 40mbit ceil 90mbit prio 2 burst 20k quantum 1514",
+		"tc class add dev test0 parent 1:10 classid 1:100 htb rate 30mbit mpu 64 overhead 4",
+		"tc class add dev test0 parent 1:10 classid 1:101 htb rate 30mbit prio 5",
+		"tc qdisc add dev test0 parent 1:100 handle 100: bfifo limit 300000",
+		"tc qdisc add dev test0 parent 1:20 handle 20: pfifo limit 50",
+		"tc qdisc add dev test0 parent 1:101 handle 30: htb default 2",
+		"tc class add dev test0 parent 30: classid 30:1 htb rate 10mbit",
+		"tc class add dev test0 parent 30:1 classid 30:2 htb rate 5mbit ceil 10mbit prio 4",
+		"tc qdisc add dev test0 parent 30:2 handle 32: pfifo limit 7",
+	)
+	// direct_packets_stat counts packets (the link's own IPv6 chatter), not settings.
+	stat := regexp.MustCompile(`direct_packets_stat \d+ `)
+	show := func() string {
+		return stat.ReplaceAllString(sortedLines(r.sh(t, "tc -d qdisc show dev test0", "tc -d class show dev test0")), "")
+	}
+	was := show()
+	for _, name := range []string{"mq+pfifo", "htb+bfifo", "pfifo_fast"} {
+		applyAndRestore(t, r, "test0", mustSetup(t, name))
+		if now := show(); now != was {
+			t.Fatalf("after %s the tree is\n%s\nnot\n%s", name, now, was)
+		}
+	}
+}
+
+// A hand-made mq root keeps the kernel's own pfifo_fast (handle 0:) under each of 12
+// tx queues; those come back with mq, and must not be replaced by numbered copies.
+func TestRestoreMQRootTwelveQueues(t *testing.T) {
+	r := scratchDev(t, "veth", "test0", 12)
+	r.sh(t, "tc qdisc replace dev test0 root handle 1: mq")
+	was := sortedLines(r.sh(t, "tc qdisc show dev test0"))
+	applyAndRestore(t, r, "test0", mustSetup(t, "htb+bfifo"))
+	if now := sortedLines(r.sh(t, "tc qdisc show dev test0")); now != was {
+		t.Fatalf("qdiscs are\n%s\nnot\n%s", now, was)
+	}
+}
+
+// Replacing the root qdisc deletes every filter on it and its classes, and tc prints
+// u32 and bpf filters in a form it cannot read back: such a device is refused before
+// anything changes, naming the device, the filter and the command that removes it.
+func TestFiltersRefused(t *testing.T) {
+	r := scratch(t, "test0")
+	r.sh(t,
+		"tc qdisc replace dev test0 root handle 1: htb default 1",
+		"tc class add dev test0 parent 1: classid 1:1 htb rate 100mbit",
+		"tc class add dev test0 parent 1:1 classid 1:10 htb rate 50mbit",
+		"tc filter add dev test0 parent 1:1 protocol ip prio 7 u32 match ip dst 10.9.9.9/32 flowid 1:10",
+	)
+	ctx := context.Background()
+	st, err := Snapshot(ctx, r, "server", "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.CheckRestorable()
+	for _, want := range []string{"host server", "test0", "filter", "u32", "pref 7", "tc filter del dev test0 parent 1:1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	r.sh(t, "tc filter del dev test0 parent 1:1",
+		"tc filter add dev test0 parent 1: protocol ip prio 3 u32 match ip dst 10.9.9.8/32 flowid 1:10")
+	st, _ = Snapshot(ctx, r, "server", "test0")
+	if err := st.CheckRestorable(); err == nil || !strings.Contains(err.Error(), "tc filter del dev test0 parent 1:") || !strings.Contains(err.Error(), "pref 3") {
+		t.Errorf("a filter on the root qdisc: error %v", err)
+	}
+}
+
+// Ingress is not under the root: a setup neither deletes it nor its filters, so a
+// device that has them is restorable and keeps them.
+func TestIngressAndItsFiltersLeftAlone(t *testing.T) {
+	r := scratch(t, "test0")
+	r.sh(t,
+		"tc qdisc replace dev test0 root handle 1: htb default 1",
+		"tc class add dev test0 parent 1: classid 1:1 htb rate 100mbit",
+		"tc qdisc add dev test0 ingress",
+		"tc filter add dev test0 parent ffff: protocol ip prio 1 u32 match ip src 10.0.0.1/32 flowid 1:1",
+	)
+	was := r.sh(t, "tc filter show dev test0 parent ffff:")
+	applyAndRestore(t, r, "test0", mustSetup(t, "htb+bfifo"))
+	if now := r.sh(t, "tc filter show dev test0 parent ffff:"); now != was || was == "" {
+		t.Errorf("ingress filters were\n%s\nare\n%s", was, now)
+	}
+}
+
+// BQL limits go back to the queue they were read from. With 12 tx queues the shell
+// lists tx-0, tx-1, tx-10, tx-11, tx-2...: a restore by position wrote tx-10's limits
+// to tx-2. ifb, because this kernel's veth has no byte_queue_limits.
+func TestBQLRestoredByQueueName(t *testing.T) {
+	r := scratchDev(t, "ifb", "test0", 12)
+	read := func() string {
+		return r.sh(t, `for q in 0 1 2 3 4 5 6 7 8 9 10 11; do b=/sys/class/net/test0/queues/tx-$q/byte_queue_limits; echo "tx-$q $(cat $b/limit_max) $(cat $b/limit_min)"; done`)
+	}
+	for q := 0; q < 12; q++ {
+		b := fmt.Sprintf("/sys/class/net/test0/queues/tx-%d/byte_queue_limits", q)
+		r.sh(t, fmt.Sprintf("echo %d > %s/limit_max", 100000+q*1000, b), fmt.Sprintf("echo %d > %s/limit_min", q*100, b))
+	}
+	was := read()
+	limit := 45000
+	s := &Setup{Name: "bql", MQ: &Qdisc{Kind: "pfifo", Params: map[string]string{"limit": "100"}}, BQL: &BQL{LimitMax: &limit}}
+	applyAndRestore(t, r, "test0", s)
+	if now := read(); now != was {
+		t.Errorf("BQL is\n%s\nwas\n%s", now, was)
+	}
+}
+
+// ethtool -K tso off switches every tx-tcp*-segmentation; tso on switches them all
+// back on, including one that was off before. Each sub-feature goes back as it was.
+func TestOffloadSubFeaturesRestored(t *testing.T) {
+	r := scratch(t, "test0")
+	r.sh(t, "ethtool -K test0 tx-tcp6-segmentation off")
+	was := r.sh(t, "ethtool -k test0")
+	if !strings.Contains(was, "tx-tcp6-segmentation: off") || !strings.Contains(was, "tx-tcp-segmentation: on") {
+		t.Fatalf("set-up: %s", was)
+	}
+	s := &Setup{Name: "notso", Root: &Qdisc{Kind: "pfifo_fast"}, Offloads: map[string]bool{"tso": false, "gro": true}}
+	applyAndRestore(t, r, "test0", s)
+	if now := r.sh(t, "ethtool -k test0"); now != was {
+		t.Errorf("ethtool -k is\n%s\nwas\n%s", now, was)
+	}
+}
+
+// tc prints a rate of 1234567bit as 1234Kbit: such a class cannot be read back
+// exactly, and the burst kept in ticks gives it away, so the device is refused.
+func TestHTBRoundedRateRefused(t *testing.T) {
+	r := scratch(t, "test0")
+	r.sh(t,
+		"tc qdisc replace dev test0 root handle 1: htb",
+		"tc class add dev test0 parent 1: classid 1:1 htb rate 1234567bit",
+	)
+	st, err := Snapshot(context.Background(), r, "server", "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CheckRestorable(); err == nil || !strings.Contains(err.Error(), "class 1:1") {
+		t.Errorf("error %v", err)
 	}
 }

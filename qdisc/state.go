@@ -29,8 +29,21 @@ type State struct {
 	TxQueues int               `json:"tx_queues"`
 	Qdiscs   []TCQdisc         `json:"qdiscs"`
 	Classes  []Class           `json:"classes,omitempty"`
+	Filters  []Filter          `json:"filters,omitempty"`
 	BQL      []BQLState        `json:"bql,omitempty"`
 	Offloads map[string]string `json:"offloads,omitempty"` // gso, tso, gro -> on/off
+	// Features is every ethtool feature that can be changed, by the name ethtool -k
+	// prints, with its value as printed ("on", "off [requested on]"). `ethtool -K tso
+	// off` also switches tx-tcp6-segmentation and the other tx-tcp*-segmentation, and
+	// `tso on` switches them all back on: only each sub-feature's own value puts a
+	// device back as it was.
+	Features map[string]string `json:"features,omitempty"`
+	// TickInUsec is tc's clock on the host (from /proc/net/psched): htb keeps a
+	// class's burst as a time in its ticks, which tc -d prints rounded to bytes.
+	TickInUsec float64 `json:"tick_in_usec,omitempty"`
+	// legacy marks a state read from a version 1 journal, which recorded neither
+	// features, filters nor the htb class details of tc -d: those are not compared.
+	legacy bool
 }
 
 // TCQdisc is one qdisc as `tc -j qdisc show` gives it.
@@ -42,18 +55,35 @@ type TCQdisc struct {
 	Options json.RawMessage `json:"options,omitempty"`
 }
 
-// Class is one htb class, from `tc class show` (iproute2 prints htb classes as text
-// even with -j).
+// Class is one htb class, from `tc -d class show` (iproute2 prints htb classes as
+// text even with -j). iproute2 prints prio and quantum for leaf classes only: an inner
+// class has them empty, and is rebuilt without them. A default (mpu 0, linklayer
+// ethernet, no overhead) is left empty too.
 type Class struct {
-	Kind    string `json:"kind"`
-	ClassID string `json:"classid"`
-	Parent  string `json:"parent"` // "root" or a class id
-	Rate    string `json:"rate"`
-	Ceil    string `json:"ceil"`
-	Burst   string `json:"burst"`
-	Cburst  string `json:"cburst"`
-	Prio    string `json:"prio"`
-	Quantum string `json:"quantum,omitempty"`
+	Kind      string `json:"kind"`
+	ClassID   string `json:"classid"`
+	Parent    string `json:"parent"` // "root" or a class id
+	Rate      string `json:"rate"`
+	Ceil      string `json:"ceil"`
+	Burst     string `json:"burst"`
+	Cburst    string `json:"cburst"`
+	Prio      string `json:"prio,omitempty"`
+	Quantum   string `json:"quantum,omitempty"`
+	MPU       string `json:"mpu,omitempty"`
+	Overhead  string `json:"overhead,omitempty"`
+	Linklayer string `json:"linklayer,omitempty"`
+	// Buffer and Cbuffer are burst and cburst as the kernel keeps them, in ticks (tc
+	// -raw): the printed bytes are rounded, and a burst set from them comes back a few
+	// bytes off.
+	Buffer  uint32 `json:"buffer,omitempty"`
+	Cbuffer uint32 `json:"cbuffer,omitempty"`
+}
+
+// Filter is one line of `tc filter show` for a qdisc or class of the root's tree,
+// with the lines that continue it.
+type Filter struct {
+	Parent string `json:"parent"` // the qdisc handle or class id it hangs from
+	Spec   string `json:"spec"`   // as tc prints it; "?" when tc could not list them
 }
 
 // BQLState is one tx queue's byte queue limits.
@@ -63,12 +93,25 @@ type BQLState struct {
 	LimitMin string `json:"limit_min"`
 }
 
-// stateScript prints a device's state in sections; $1 is the device.
+// stateScript prints a device's state in sections; $1 is the device. Filters are
+// listed for every qdisc and htb class but ingress and clsact (ffff:), which deleting
+// the root leaves alone, and the kernel's own qdiscs (0:), which take none; a listing
+// that fails shows as "?", so that it cannot pass for no filters.
 const stateScript = `dev=$1
 [ -d "/sys/class/net/$dev" ] || { echo "no device $dev" >&2; exit 3; }
 tc -j qdisc show dev "$dev" || exit 4
 echo @@classes
-tc class show dev "$dev"
+tc -d -raw class show dev "$dev" || exit 5
+echo @@psched
+cat /proc/net/psched
+echo @@filters
+{ tc qdisc show dev "$dev" | while read -r _ _ id _; do echo "$id"; done
+  tc class show dev "$dev" | while read -r _ kind id _; do if [ "$kind" = htb ]; then echo "$id"; fi; done
+} | while read -r id; do
+  case $id in ffff:|0:) continue ;; esac
+  f=$(tc filter show dev "$dev" parent "$id") || { echo "$id ?"; continue; }
+  [ -z "$f" ] || printf '%s\n' "$f" | while IFS= read -r line; do echo "$id $line"; done
+done
 echo @@bql
 for q in /sys/class/net/"$dev"/queues/tx-*; do
   b="$q/byte_queue_limits"
@@ -94,9 +137,152 @@ func Snapshot(ctx context.Context, r Runner, host, dev string) (*State, error) {
 
 var (
 	classRE = regexp.MustCompile(`^class (\S+) (\S+) (root|parent (\S+))(.*)$`)
-	wordRE  = regexp.MustCompile(`\b(rate|ceil|burst|cburst|prio|quantum) (\S+)`)
+	wordRE  = regexp.MustCompile(`\b(rate|ceil|burst|cburst|prio|quantum|mpu|overhead|linklayer|buffer|cbuffer) (\S+)`)
 	offName = map[string]string{"generic-segmentation-offload": "gso", "tcp-segmentation-offload": "tso", "generic-receive-offload": "gro"}
 )
+
+// parseClass reads one line of tc -d class show; ok is false for a class of another
+// kind (mq lists its tx queues as classes: nothing to restore there).
+func parseClass(line string) (c Class, ok bool) {
+	m := classRE.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil || m[1] != "htb" {
+		return c, false
+	}
+	c = Class{Kind: m[1], ClassID: m[2], Parent: "root"}
+	if m[4] != "" {
+		c.Parent = m[4]
+	}
+	for _, w := range wordRE.FindAllStringSubmatch(m[5], -1) {
+		v := w[2]
+		switch w[1] {
+		case "rate":
+			c.Rate = v
+		case "ceil":
+			c.Ceil = v
+		case "burst", "cburst":
+			// tc -d adds the rate table's cell size ("1600b/1"): tc picks it again.
+			v, _, _ = strings.Cut(v, "/")
+			if w[1] == "burst" {
+				c.Burst = v
+			} else {
+				c.Cburst = v
+			}
+		case "prio":
+			c.Prio = v
+		case "quantum":
+			c.Quantum = v
+		case "mpu":
+			// Printed after burst and again after cburst; htb takes one mpu for both,
+			// in bytes without a unit.
+			if c.MPU == "" && v != "0b" {
+				c.MPU = sizeBytes(v)
+			}
+		case "overhead":
+			c.Overhead = v
+		case "linklayer":
+			if v != "ethernet" {
+				c.Linklayer = v
+			}
+		case "buffer", "cbuffer":
+			n, err := strconv.ParseUint(strings.Trim(v, "[]"), 16, 32)
+			if err != nil {
+				continue
+			}
+			if w[1] == "buffer" {
+				c.Buffer = uint32(n)
+			} else {
+				c.Cbuffer = uint32(n)
+			}
+		}
+	}
+	return c, true
+}
+
+// sizeBytes turns tc's printed size ("64b", "2Kb") into bytes; a size it cannot read
+// is kept as it is, for tc to refuse in the open.
+func sizeBytes(v string) string {
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"Mb", 1 << 20}, {"Kb", 1 << 10}, {"b", 1}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			if f, err := strconv.ParseFloat(n, 64); err == nil {
+				return strconv.FormatInt(int64(f*u.mult+0.5), 10)
+			}
+			break
+		}
+	}
+	return v
+}
+
+// parseFeatures reads ethtool -k: the gso/tso/gro summary and every feature that is
+// not [fixed]. A line followed by indented ones (tcp-segmentation-offload) only sums
+// them up, and is not a feature of its own.
+func parseFeatures(out string) (offloads, features map[string]string) {
+	type line struct {
+		name, val string
+		sub       bool
+	}
+	var ls []line
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || strings.HasPrefix(l, "Features for") {
+			continue
+		}
+		ls = append(ls, line{strings.TrimSpace(k), strings.Join(strings.Fields(v), " "), strings.HasPrefix(l, "\t") || strings.HasPrefix(l, " ")})
+	}
+	for i, l := range ls {
+		if l.val == "" {
+			continue
+		}
+		if short, ok := offName[l.name]; ok && !l.sub {
+			if offloads == nil {
+				offloads = map[string]string{}
+			}
+			offloads[short] = strings.Fields(l.val)[0]
+		}
+		header := !l.sub && i+1 < len(ls) && ls[i+1].sub
+		if header || strings.Contains(l.val, "[fixed]") {
+			continue
+		}
+		if features == nil {
+			features = map[string]string{}
+		}
+		features[l.name] = l.val
+	}
+	return offloads, features
+}
+
+// wanted is the value a feature was asked for: ethtool shows "off [requested on]" when
+// the kernel holds a feature off that was asked on.
+func wanted(v string) string {
+	if _, req, ok := strings.Cut(v, "[requested "); ok {
+		return strings.TrimSuffix(req, "]")
+	}
+	if f := strings.Fields(v); len(f) > 0 {
+		return f[0]
+	}
+	return v
+}
+
+// idKey orders tc ids ("1:", "1:a", "10:2") by major then minor number.
+func idKey(id string) [2]uint64 {
+	maj, min, _ := strings.Cut(id, ":")
+	a, _ := strconv.ParseUint(maj, 16, 32)
+	b, _ := strconv.ParseUint(min, 16, 32)
+	return [2]uint64{a, b}
+}
+
+func idLess(a, b string) bool {
+	x, y := idKey(a), idKey(b)
+	return x[0] < y[0] || x[0] == y[0] && x[1] < y[1]
+}
+
+// major is the qdisc handle a class or queue id belongs to: "1:10" -> "1:".
+func major(id string) string {
+	m, _, _ := strings.Cut(id, ":")
+	return m + ":"
+}
 
 func parseState(out []byte) (*State, error) {
 	sections := map[string][]byte{}
@@ -113,31 +299,23 @@ func parseState(out []byte) (*State, error) {
 		return nil, fmt.Errorf("parse tc -j qdisc show: %w", err)
 	}
 	for _, line := range strings.Split(string(sections["classes"]), "\n") {
-		m := classRE.FindStringSubmatch(strings.TrimSpace(line))
-		if m == nil || m[1] != "htb" {
-			continue // mq lists its tx queues as classes: nothing to restore there
+		if c, ok := parseClass(line); ok {
+			st.Classes = append(st.Classes, c)
 		}
-		c := Class{Kind: m[1], ClassID: m[2], Parent: "root"}
-		if m[4] != "" {
-			c.Parent = m[4]
+	}
+	// The kernel lists classes in hash order, which a rebuilt tree need not repeat.
+	sort.Slice(st.Classes, func(i, j int) bool { return idLess(st.Classes[i].ClassID, st.Classes[j].ClassID) })
+	for _, line := range strings.Split(string(sections["filters"]), "\n") {
+		id, text, _ := strings.Cut(line, " ")
+		text = strings.TrimSpace(text)
+		switch {
+		case text == "":
+		case text == "?" || strings.HasPrefix(text, "filter "):
+			text = strings.TrimPrefix(strings.TrimPrefix(text, "filter "), "parent "+id+" ")
+			st.Filters = append(st.Filters, Filter{Parent: id, Spec: text})
+		case len(st.Filters) > 0:
+			st.Filters[len(st.Filters)-1].Spec += " " + text // u32's "match ..." lines
 		}
-		for _, w := range wordRE.FindAllStringSubmatch(m[5], -1) {
-			switch w[1] {
-			case "rate":
-				c.Rate = w[2]
-			case "ceil":
-				c.Ceil = w[2]
-			case "burst":
-				c.Burst = w[2]
-			case "cburst":
-				c.Cburst = w[2]
-			case "prio":
-				c.Prio = w[2]
-			case "quantum":
-				c.Quantum = w[2]
-			}
-		}
-		st.Classes = append(st.Classes, c)
 	}
 	for _, line := range strings.Split(string(sections["bql"]), "\n") {
 		f := strings.Fields(line)
@@ -149,18 +327,93 @@ func parseState(out []byte) (*State, error) {
 			st.BQL = append(st.BQL, BQLState{Queue: f[0], LimitMax: f[1], LimitMin: f[2]})
 		}
 	}
-	for _, line := range strings.Split(string(sections["offloads"]), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if short, known := offName[k]; ok && known {
-			if f := strings.Fields(v); len(f) > 0 {
-				if st.Offloads == nil {
-					st.Offloads = map[string]string{}
-				}
-				st.Offloads[short] = f[0]
+	// The shell's glob puts tx-10 before tx-2; queues are kept by name, listed by number.
+	sort.Slice(st.BQL, func(i, j int) bool {
+		a, _ := strconv.Atoi(strings.TrimPrefix(st.BQL[i].Queue, "tx-"))
+		b, _ := strconv.Atoi(strings.TrimPrefix(st.BQL[j].Queue, "tx-"))
+		return a < b
+	})
+	st.Offloads, st.Features = parseFeatures(string(sections["offloads"]))
+	st.TickInUsec = tickInUsec(string(sections["psched"]))
+	return st, nil
+}
+
+// tickInUsec is what tc_core_init in iproute2 makes of /proc/net/psched; 0 when it
+// cannot be read.
+func tickInUsec(psched string) float64 {
+	f := strings.Fields(psched)
+	if len(f) < 3 {
+		return 0
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i], 16, 32)
+		if err != nil {
+			return 0
+		}
+		v[i] = n
+	}
+	t2us, us2t, res := v[0], v[1], v[2]
+	if res == 1000000000 { // the kernel's hack for old tc: a nanosecond clock is 1
+		t2us = us2t
+	}
+	if us2t == 0 {
+		return 0
+	}
+	return float64(t2us) / float64(us2t) * (float64(res) / 1e6)
+}
+
+// rateBytes is a rate as tc prints it ("30Mbit", "1234Kbit") in bytes per second,
+// as tc's get_rate64 reads it back.
+func rateBytes(s string) (uint64, bool) {
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s[:i], 64)
+	scale, ok := map[string]float64{"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}[strings.ToLower(s[i:])]
+	if err != nil || !ok {
+		return 0, false
+	}
+	return uint64(v * scale / 8), true
+}
+
+// burstBytes finds the burst in bytes from which tc computes exactly ticks at rate:
+// tc_calc_xmittime is long(long(1e6*(size/rate)) * tick_in_usec).
+func burstBytes(ticks uint32, rate string, tick float64) (uint64, bool) {
+	r, ok := rateBytes(rate)
+	if !ok || r == 0 || tick <= 0 {
+		return 0, false
+	}
+	us0 := int64(float64(ticks) / tick)
+	for us := us0 - 2; us <= us0+2; us++ {
+		if us < 0 || uint32(int64(float64(us)*tick)) != ticks {
+			continue
+		}
+		s0 := int64(float64(us) * float64(r) / 1e6)
+		for size := s0 - 2; size <= s0+3; size++ {
+			if size >= 0 && int64(1e6*(float64(size)/float64(r))) == us {
+				return uint64(size), true
 			}
 		}
 	}
-	return st, nil
+	return 0, false
+}
+
+// bursts are the burst and cburst to give tc for c: exact from the ticks when the
+// snapshot has them, else as printed (a journal of version 1).
+func (st *State) bursts(c Class) (burst, cburst string, err error) {
+	burst, cburst = c.Burst, c.Cburst
+	if c.Buffer == 0 && c.Cbuffer == 0 {
+		return burst, cburst, nil
+	}
+	b, ok1 := burstBytes(c.Buffer, c.Rate, st.TickInUsec)
+	cb, ok2 := burstBytes(c.Cbuffer, c.Ceil, st.TickInUsec)
+	if !ok1 || !ok2 {
+		return "", "", fmt.Errorf("host %s: %s: htb class %s (rate %s burst %s, ceil %s cburst %s) has a burst that no byte count gives tc exactly at that rate (the rate tc prints may be rounded), so bloatbench cannot put it back exactly and leaves the device alone. Remove the tree first (%s), or give the class a whole-kbit rate",
+			st.Host, st.Dev, c.ClassID, c.Rate, c.Burst, c.Ceil, c.Cburst, remote.Command("tc", "qdisc", "del", "dev", st.Dev, "root"))
+	}
+	return fmt.Sprintf("%db", b), fmt.Sprintf("%db", cb), nil
 }
 
 func (st *State) root() *TCQdisc {
@@ -225,88 +478,238 @@ func htbOpts(raw json.RawMessage) ([]string, error) {
 // RestoreOps are the operations that bring the device back to st from whatever a
 // setup made of it. An error means bloatbench cannot put this state back exactly, and
 // so must not touch the device.
-func (st *State) RestoreOps() ([]Op, error) {
+func (st *State) RestoreOps() ([]Op, error) { return st.restoreOps(nil) }
+
+// restoreOps brings the device back to st from now, or from anything when now is nil.
+func (st *State) restoreOps(now *State) ([]Op, error) {
+	if err := st.checkFilters(); err != nil {
+		return nil, err
+	}
 	var ops []Op
+	// The root goes first: deleting it takes every qdisc and class below with it, and
+	// gives the kernel's default back. Nothing to delete when that is what is there.
+	if now == nil || !now.kernelDefault() {
+		ops = append(ops, Op{Argv: []string{"tc", "qdisc", "del", "dev", st.Dev, "root"}})
+	}
+	tree, err := st.treeOps()
+	if err != nil {
+		return nil, err
+	}
+	ops = append(ops, tree...)
+	for _, b := range st.BQL {
+		ops = append(ops,
+			Op{Argv: []string{"tee", bqlPath(st.Dev, b.Queue, "limit_max")}, Stdin: b.LimitMax},
+			Op{Argv: []string{"tee", bqlPath(st.Dev, b.Queue, "limit_min")}, Stdin: b.LimitMin})
+	}
+	if o, ok := st.featureOp(now); ok {
+		ops = append(ops, o)
+	}
+	return ops, nil
+}
+
+// checkFilters refuses a device with filters in its root's tree. Replacing the root
+// deletes them, and they cannot be put back exactly: tc prints u32 keys as hex
+// offsets under handles it made up (fh 800::800), a bpf filter as the id of a program
+// whose code is not in the output, actions in yet another form. Re-adding a near copy
+// would leave the host not as found, so bloatbench does not touch the device at all.
+func (st *State) checkFilters() error {
+	if len(st.Filters) == 0 {
+		return nil
+	}
+	var seen []string
+	var dels []string
+	for _, f := range st.Filters {
+		if !contains(seen, f.Parent) {
+			seen = append(seen, f.Parent)
+			dels = append(dels, remote.Command("tc", "filter", "del", "dev", st.Dev, "parent", f.Parent))
+		}
+	}
+	f := st.Filters[0]
+	what := fmt.Sprintf("tc filters on %s, the first %q on %s", strings.Join(seen, ", "), f.Spec, f.Parent)
+	if f.Spec == "?" {
+		what = fmt.Sprintf("filters on %s that tc filter show could not list", f.Parent)
+	}
+	return fmt.Errorf("host %s: %s has %s: a setup replaces the root qdisc, which deletes them, and bloatbench cannot put tc filters back exactly, so it leaves the device alone. Remove them first (%s; note them down to add them back after), or use a device without filters",
+		st.Host, st.Dev, what, strings.Join(dels, "; "))
+}
+
+// treeOps rebuild the qdisc and class tree under the root, parents before children:
+// a class after its qdisc or parent class, a qdisc after the class (or mq queue) it
+// hangs from. A root of the kernel's own comes back with `tc qdisc del root` alone.
+func (st *State) treeOps() ([]Op, error) {
+	r := st.root()
+	if r == nil {
+		return nil, nil
+	}
 	tc := func(args ...string) Op { return Op{Argv: append([]string{"tc"}, args...)} }
-	// The root goes first: deleting it takes every qdisc and class below with it.
-	ops = append(ops, tc("qdisc", "del", "dev", st.Dev, "root"))
-	if !st.kernelDefault() {
-		r := st.root()
+	refuse := func(q TCQdisc, where string) error {
+		return fmt.Errorf("host %s: %s has qdisc %s %s %s, which bloatbench cannot yet put back exactly: it would not leave the host as it found it, so it leaves it alone. Remove it first (%s), or use a device whose qdisc is the kernel's default or pfifo, bfifo, pfifo_fast, mq or htb",
+			st.Host, st.Dev, q.Kind, q.Handle, where, remote.Command("tc", "qdisc", "del", "dev", st.Dev, "root"))
+	}
+	classes := map[string]Class{}
+	for _, c := range st.Classes {
+		classes[c.ClassID] = c
+	}
+	// kids: qdisc handle or class id -> what hangs from it.
+	kids := map[string][]string{}
+	qdiscs := map[string]TCQdisc{}
+	for _, c := range st.Classes {
+		p := c.Parent
+		if p == "root" {
+			p = major(c.ClassID)
+		}
+		kids[p] = append(kids[p], c.ClassID)
+	}
+	pending := len(st.Classes)
+	for _, q := range st.Qdiscs {
+		switch {
+		case q.Root:
+		case strings.HasPrefix(q.Parent, "ffff:"):
+			// ingress and clsact: not under the root, a setup leaves them alone.
+		case q.Handle == "0:":
+			// The kernel's own (pfifo_fast under each mq queue): it attaches them again
+			// with their parent; a `replace` would give them a new handle instead.
+		default:
+			p := q.Parent
+			if _, ok := classes[p]; !ok {
+				p = major(p) // an mq tx queue: no class to wait for but its qdisc's
+			}
+			kids[p] = append(kids[p], q.Handle)
+			qdiscs[q.Handle] = q
+			pending++
+		}
+	}
+	var ops []Op
+	var visit func(id string) error
+	visit = func(id string) error {
+		ks := kids[id]
+		sort.Slice(ks, func(i, j int) bool { return idLess(ks[i], ks[j]) })
+		for _, k := range ks {
+			pending--
+			if c, ok := classes[k]; ok {
+				parent := c.Parent
+				if parent == "root" {
+					parent = major(c.ClassID)
+				}
+				burst, cburst, err := st.bursts(c)
+				if err != nil {
+					return err
+				}
+				args := []string{"class", "add", "dev", st.Dev, "parent", parent, "classid", c.ClassID, "htb",
+					"rate", c.Rate, "ceil", c.Ceil, "burst", burst, "cburst", cburst}
+				for _, kv := range [][2]string{{"prio", c.Prio}, {"quantum", c.Quantum}, {"mpu", c.MPU}, {"overhead", c.Overhead}, {"linklayer", c.Linklayer}} {
+					if kv[1] != "" {
+						args = append(args, kv[0], kv[1])
+					}
+				}
+				ops = append(ops, tc(args...))
+			} else {
+				q := qdiscs[k]
+				mk := restorable[q.Kind]
+				if mk == nil {
+					return refuse(q, "under "+q.Parent)
+				}
+				opts, err := mk(q.Options)
+				if err != nil {
+					return fmt.Errorf("host %s: %s: qdisc %s %s: %w", st.Host, st.Dev, q.Kind, q.Handle, err)
+				}
+				ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", st.Dev, "parent", q.Parent, "handle", q.Handle, q.Kind}, opts...)...))
+			}
+			if err := visit(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if r.Handle != "0:" {
 		mk := restorable[r.Kind]
 		if mk == nil {
-			return nil, fmt.Errorf("host %s: %s has root qdisc %s %s, which bloatbench cannot yet put back exactly: it would not leave the host as it found it, so it leaves it alone. Remove it first (tc qdisc del dev %s root), or use a device whose qdisc is the kernel's default or pfifo, bfifo, pfifo_fast, mq or htb",
-				st.Host, st.Dev, r.Kind, r.Handle, st.Dev)
+			return nil, refuse(*r, "at the root")
 		}
 		opts, err := mk(r.Options)
 		if err != nil {
-			return nil, fmt.Errorf("host %s: %s: %w", st.Host, st.Dev, err)
+			return nil, fmt.Errorf("host %s: %s: root qdisc %s %s: %w", st.Host, st.Dev, r.Kind, r.Handle, err)
 		}
 		ops = append(ops, tc(append([]string{"qdisc", "add", "dev", st.Dev, "root", "handle", r.Handle, r.Kind}, opts...)...))
-		classes := append([]Class(nil), st.Classes...)
-		// Parents before children.
-		sort.SliceStable(classes, func(i, j int) bool { return classes[i].Parent == "root" && classes[j].Parent != "root" })
-		for _, c := range classes {
-			args := []string{"class", "add", "dev", st.Dev}
-			if c.Parent == "root" {
-				args = append(args, "parent", r.Handle)
-			} else {
-				args = append(args, "parent", c.Parent)
-			}
-			args = append(args, "classid", c.ClassID, "htb", "rate", c.Rate, "ceil", c.Ceil, "burst", c.Burst, "cburst", c.Cburst, "prio", c.Prio)
-			if c.Quantum != "" {
-				args = append(args, "quantum", c.Quantum)
-			}
-			ops = append(ops, tc(args...))
-		}
-		for _, q := range st.Qdiscs {
-			if q.Root {
-				continue
-			}
-			mk := restorable[q.Kind]
-			if mk == nil {
-				return nil, fmt.Errorf("host %s: %s has qdisc %s %s under %s, which bloatbench cannot yet put back exactly; remove it first (tc qdisc del dev %s root)",
-					st.Host, st.Dev, q.Kind, q.Handle, q.Parent, st.Dev)
-			}
-			opts, err := mk(q.Options)
-			if err != nil {
-				return nil, fmt.Errorf("host %s: %s: %w", st.Host, st.Dev, err)
-			}
-			ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", st.Dev, "parent", q.Parent, "handle", q.Handle, q.Kind}, opts...)...))
-		}
 	}
-	for i, b := range st.BQL {
-		ops = append(ops,
-			Op{Argv: []string{"tee", bqlPath(st.Dev, i, "limit_max")}, Stdin: b.LimitMax},
-			Op{Argv: []string{"tee", bqlPath(st.Dev, i, "limit_min")}, Stdin: b.LimitMin})
+	if err := visit(r.Handle); err != nil {
+		return nil, err
 	}
-	if len(st.Offloads) > 0 {
-		argv := []string{"ethtool", "-K", st.Dev}
+	if pending != 0 {
+		return nil, fmt.Errorf("host %s: %s: %d classes or qdiscs hang from none of the tree tc showed under root %s %s, so bloatbench cannot rebuild it in order and leaves the device alone; look at tc -d class show dev %s and tc qdisc show dev %s",
+			st.Host, st.Dev, pending, r.Kind, r.Handle, remote.Quote(st.Dev), remote.Quote(st.Dev))
+	}
+	return ops, nil
+}
+
+// featureOp sets every ethtool feature whose requested value differs between now
+// and st (all of them when now is nil), each by its own name, in one ethtool -K.
+// A state from before features were recorded has only gso, tso and gro.
+func (st *State) featureOp(now *State) (Op, bool) {
+	argv := []string{"ethtool", "-K", st.Dev}
+	if len(st.Features) == 0 {
 		for _, k := range offloads {
 			if v, ok := st.Offloads[k]; ok {
 				argv = append(argv, k, v)
 			}
 		}
-		ops = append(ops, Op{Argv: argv})
+		return Op{Argv: argv}, len(argv) > 3
 	}
-	return ops, nil
+	names := make([]string, 0, len(st.Features))
+	for k := range st.Features {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		want := wanted(st.Features[k])
+		if now != nil {
+			if cur, ok := now.Features[k]; ok && wanted(cur) == want {
+				continue
+			}
+		}
+		argv = append(argv, k, want)
+	}
+	return Op{Argv: argv}, len(argv) > 3
 }
 
 // Diff says how now differs from st, or "" when it does not.
 func (st *State) Diff(now *State) string {
+	a, b := st, now
+	if st.legacy || now.legacy {
+		a, b = st.v1(), now.v1()
+	}
 	var d []string
-	if a, b := qdiscKey(st.Qdiscs), qdiscKey(now.Qdiscs); a != b {
-		d = append(d, fmt.Sprintf("qdiscs were %s, are %s", a, b))
+	if x, y := qdiscKey(a.Qdiscs), qdiscKey(b.Qdiscs); x != y {
+		d = append(d, fmt.Sprintf("qdiscs were %s, are %s", x, y))
 	}
-	if a, b := fmt.Sprint(st.Classes), fmt.Sprint(now.Classes); a != b {
-		d = append(d, fmt.Sprintf("classes were %s, are %s", a, b))
+	if x, y := fmt.Sprint(a.Classes), fmt.Sprint(b.Classes); x != y {
+		d = append(d, fmt.Sprintf("classes were %s, are %s", x, y))
 	}
-	if a, b := fmt.Sprint(st.BQL), fmt.Sprint(now.BQL); a != b {
-		d = append(d, fmt.Sprintf("BQL was %s, is %s", a, b))
+	if x, y := fmt.Sprint(a.Filters), fmt.Sprint(b.Filters); x != y {
+		d = append(d, fmt.Sprintf("filters were %s, are %s", x, y))
 	}
-	if a, b := fmt.Sprint(st.Offloads), fmt.Sprint(now.Offloads); a != b {
-		d = append(d, fmt.Sprintf("offloads were %s, are %s", a, b))
+	if x, y := fmt.Sprint(a.BQL), fmt.Sprint(b.BQL); x != y {
+		d = append(d, fmt.Sprintf("BQL was %s, is %s", x, y))
+	}
+	if x, y := fmt.Sprint(a.Offloads), fmt.Sprint(b.Offloads); x != y {
+		d = append(d, fmt.Sprintf("offloads were %s, are %s", x, y))
+	}
+	if x, y := fmt.Sprint(a.Features), fmt.Sprint(b.Features); x != y {
+		d = append(d, fmt.Sprintf("ethtool features were %s, are %s", x, y))
 	}
 	return strings.Join(d, "; ")
+}
+
+// v1 is the state as a version 1 journal recorded it, for comparing with one.
+func (st *State) v1() *State {
+	c := *st
+	c.Filters, c.Features, c.TickInUsec, c.legacy = nil, nil, 0, false
+	c.Classes = nil
+	for _, cl := range st.Classes {
+		c.Classes = append(c.Classes, Class{Kind: cl.Kind, ClassID: cl.ClassID, Parent: cl.Parent, Rate: cl.Rate, Ceil: cl.Ceil, Burst: cl.Burst, Cburst: cl.Cburst, Prio: cl.Prio})
+	}
+	sort.Slice(c.Classes, func(i, j int) bool { return idLess(c.Classes[i].ClassID, c.Classes[j].ClassID) })
+	return &c
 }
 
 // statsInOptions are counters some kinds print among their options: not configuration.
@@ -475,10 +878,6 @@ func (s *Setup) verify(now *State) error {
 
 // Restore puts the device back as before was, and checks it.
 func Restore(ctx context.Context, r Runner, before *State) error {
-	ops, err := before.RestoreOps()
-	if err != nil {
-		return err
-	}
 	now, err := Snapshot(ctx, r, before.Host, before.Dev)
 	if err != nil {
 		return err
@@ -486,8 +885,11 @@ func Restore(ctx context.Context, r Runner, before *State) error {
 	if now.Diff(before) == "" {
 		return nil // nothing was changed, or it is back already
 	}
-	if now.kernelDefault() {
-		ops = ops[1:] // nothing to delete: the root is the kernel's again
+	// Only what differs from now is set (ethtool features), so that restore touches
+	// as little as it can; an error here comes before any change.
+	ops, err := before.restoreOps(now)
+	if err != nil {
+		return err
 	}
 	if _, err := run(ctx, r, before.Host, ops); err != nil {
 		return fmt.Errorf("host %s: restore %s: %w", before.Host, before.Dev, err)

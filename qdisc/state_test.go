@@ -1,0 +1,147 @@
+package qdisc
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The shell's glob lists tx-0, tx-1, tx-10, tx-11, tx-2 ...: each queue's limits go
+// back to the queue of that name, whatever its place in the list.
+func TestBQLRestoreOpsByQueueName(t *testing.T) {
+	st := &State{Host: "lab", Dev: "eth0", Qdiscs: []TCQdisc{{Kind: "noqueue", Handle: "0:", Root: true}}}
+	for _, q := range []int{0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9} {
+		st.BQL = append(st.BQL, BQLState{Queue: fmt.Sprintf("tx-%d", q), LimitMax: fmt.Sprint(100000 + q), LimitMin: fmt.Sprint(q)})
+	}
+	st.TxQueues = len(st.BQL)
+	ops, err := st.RestoreOps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range ops {
+		if o.Argv[0] == "tee" {
+			got[o.Argv[1]] = o.Stdin
+		}
+	}
+	for q := 0; q < 12; q++ {
+		for file, want := range map[string]string{"limit_max": fmt.Sprint(100000 + q), "limit_min": fmt.Sprint(q)} {
+			path := fmt.Sprintf("/sys/class/net/eth0/queues/tx-%d/byte_queue_limits/%s", q, file)
+			if got[path] != want {
+				t.Errorf("%s gets %q, want %q", path, got[path], want)
+			}
+		}
+	}
+}
+
+// ethtool -k as this machine's ethtool 6.1 prints it for a veth, with a sub-feature the
+// kernel holds off against the request.
+const ethtoolK = `Features for test0:
+rx-checksumming: on
+tx-checksumming: on
+	tx-checksum-ipv4: off [fixed]
+	tx-checksum-ip-generic: on
+scatter-gather: on
+	tx-scatter-gather: on
+	tx-scatter-gather-fraglist: on
+tcp-segmentation-offload: on
+	tx-tcp-segmentation: on
+	tx-tcp-ecn-segmentation: off [requested on]
+	tx-tcp-mangleid-segmentation: on
+	tx-tcp6-segmentation: off
+generic-segmentation-offload: on
+generic-receive-offload: off
+large-receive-offload: off [fixed]
+highdma: on
+`
+
+func TestParseFeatures(t *testing.T) {
+	st, err := parseState([]byte("[]\n@@offloads\n" + ethtoolK))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"rx-checksumming": "on", "tx-checksum-ip-generic": "on", "tx-scatter-gather": "on", "tx-scatter-gather-fraglist": "on",
+		"tx-tcp-segmentation": "on", "tx-tcp-ecn-segmentation": "off [requested on]", "tx-tcp-mangleid-segmentation": "on",
+		"tx-tcp6-segmentation": "off", "generic-segmentation-offload": "on", "generic-receive-offload": "off", "highdma": "on",
+	}
+	if fmt.Sprint(st.Features) != fmt.Sprint(want) {
+		t.Errorf("features\n%v\nwant\n%v", st.Features, want)
+	}
+	if fmt.Sprint(st.Offloads) != "map[gro:off gso:on tso:on]" {
+		t.Errorf("offloads %v", st.Offloads)
+	}
+	// From a device that had tso switched off: only what differs is set, each
+	// sub-feature by its own name, as it was requested.
+	now, _ := parseState([]byte("[]\n@@offloads\n" + strings.NewReplacer(
+		"tx-tcp-segmentation: on", "tx-tcp-segmentation: off",
+		"tx-tcp-ecn-segmentation: off [requested on]", "tx-tcp-ecn-segmentation: off",
+		"tx-tcp-mangleid-segmentation: on", "tx-tcp-mangleid-segmentation: off",
+		"generic-receive-offload: off", "generic-receive-offload: on").Replace(ethtoolK)))
+	st.Dev = "test0"
+	ops, err := st.restoreOps(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Script(ops)
+	if !strings.Contains(got, "ethtool -K test0 generic-receive-offload off tx-tcp-ecn-segmentation on tx-tcp-mangleid-segmentation on tx-tcp-segmentation on\n") {
+		t.Errorf("ops:\n%s", got)
+	}
+}
+
+func TestParseHTBClassesDetails(t *testing.T) {
+	out := "[]\n@@classes\n" +
+		"class htb 1:101 parent 1:10 prio 0 quantum 200000 rate 30Mbit ceil 30Mbit linklayer ethernet burst 1593b/1 mpu 0b cburst 1593b/1 mpu 0b level 0 \n" +
+		"class htb 1:1 root rate 100Mbit ceil 100Mbit linklayer ethernet burst 1600b/1 mpu 0b cburst 1600b/1 mpu 0b level 7 \n" +
+		"class htb 1:100 parent 1:10 leaf 100: prio 0 quantum 200000 rate 30Mbit overhead 4 ceil 30Mbit linklayer ethernet burst 1593b/1 mpu 64b cburst 1593b/1 mpu 64b level 0 \n" +
+		"class mq :1 root \n"
+	st, err := parseState([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Class{
+		{Kind: "htb", ClassID: "1:1", Parent: "root", Rate: "100Mbit", Ceil: "100Mbit", Burst: "1600b", Cburst: "1600b"},
+		{Kind: "htb", ClassID: "1:100", Parent: "1:10", Rate: "30Mbit", Ceil: "30Mbit", Burst: "1593b", Cburst: "1593b", Prio: "0", Quantum: "200000", MPU: "64", Overhead: "4"},
+		{Kind: "htb", ClassID: "1:101", Parent: "1:10", Rate: "30Mbit", Ceil: "30Mbit", Burst: "1593b", Cburst: "1593b", Prio: "0", Quantum: "200000"},
+	}
+	if !reflect.DeepEqual(st.Classes, want) {
+		t.Errorf("classes\n%+v\nwant\n%+v", st.Classes, want)
+	}
+}
+
+// Bursts tc set from a byte count come back as a byte count that tc turns into the
+// same ticks, on this machine's clock (15.625 ticks a microsecond) and a coarse one.
+func TestBurstBytesRoundTrip(t *testing.T) {
+	for _, tick := range []float64{15.625, 1} {
+		for _, rate := range []string{"30Mbit", "100Mbit", "5Mbit", "999Kbit", "10Gbit", "64Kbit"} {
+			r, _ := rateBytes(rate)
+			for _, size := range []int64{1514, 1593, 1600, 20480, 123457, 1 << 20} {
+				ticks := uint32(int64(float64(int64(1e6*(float64(size)/float64(r)))) * tick))
+				b, ok := burstBytes(ticks, rate, tick)
+				if !ok {
+					t.Errorf("%s %d bytes (%d ticks at %v): none found", rate, size, ticks, tick)
+					continue
+				}
+				if got := uint32(int64(float64(int64(1e6*(float64(b)/float64(r)))) * tick)); got != ticks {
+					t.Errorf("%s %d bytes: %d bytes give %d ticks, not %d", rate, size, b, got, ticks)
+				}
+			}
+		}
+	}
+	if tickInUsec("000003e8 00000040 000f4240 3b9aca00\n") != 15.625 {
+		t.Error("psched of this machine")
+	}
+}
+
+// A filter listing that failed is not taken for no filters.
+func TestUnlistableFiltersRefused(t *testing.T) {
+	st, err := parseState([]byte(`[{"kind":"htb","handle":"1:","root":true,"options":{}}]` + "\n@@filters\n1: ?\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Host, st.Dev = "lab", "eth1"
+	if err := st.CheckRestorable(); err == nil || !strings.Contains(err.Error(), "could not list") || !strings.Contains(err.Error(), "host lab: eth1") {
+		t.Errorf("error %v", err)
+	}
+}
