@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/bloatbench/bloatbench/agent"
 	"github.com/bloatbench/bloatbench/datafile"
-	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/runners"
@@ -45,28 +43,51 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Se
 		return nil, noop, nil
 	}
 	s := o.Setup
-	j := &qdisc.Journal{Version: 1, PID: os.Getpid(), Created: time.Now(), Setup: s.Name, Inventory: o.Inventory.Path,
-		Hosts: map[string]*inventory.Host{}}
+	dir := o.JournalDir
+	if dir == "" {
+		dir = qdisc.JournalDir()
+	}
+	// Every bottleneck is this run's from before its snapshot until it is put back:
+	// another run would take this one's setup for the state to restore, and a
+	// `restore` would pull it from under the run. The locks are keyed by the address
+	// SSH goes to, so two inventories naming one machine differently still meet.
+	var locks []*qdisc.DeviceLock
+	unlock := func() {
+		for _, l := range locks {
+			l.Unlock()
+		}
+		locks = nil
+	}
+	for _, b := range o.Inventory.Bottleneck {
+		l, err := qdisc.LockDevice(dir, b.Host, endpointOf(eps, b.Host).conn.Target.Addr, b.Dev, "run of setup "+s.Name)
+		if err != nil {
+			unlock()
+			return nil, noop, err
+		}
+		locks = append(locks, l)
+	}
+	j := qdisc.NewJournal(s.Name, o.Inventory.Path)
 	for _, b := range o.Inventory.Bottleneck {
 		ep := endpointOf(eps, b.Host)
 		st, err := qdisc.Snapshot(ctx, ep, b.Host, b.Dev)
-		if err != nil {
-			return nil, noop, err
+		if err == nil {
+			err = st.CheckRestorable()
 		}
-		if err := st.CheckRestorable(); err != nil {
+		if err != nil {
+			unlock()
 			return nil, noop, err
 		}
 		j.States = append(j.States, st)
 		j.Hosts[b.Host] = ep.host
 	}
-	dir := o.JournalDir
-	if dir == "" {
-		dir = qdisc.JournalDir()
-	}
 	if err := j.Save(dir); err != nil {
+		unlock()
 		return nil, noop, err
 	}
-	restore := func() error { return o.restore(ctx, eps, j) }
+	restore := func() error {
+		defer unlock()
+		return o.restore(ctx, eps, j)
+	}
 	rec := &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
 	for _, st := range j.States {
 		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host), s, st)

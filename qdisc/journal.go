@@ -4,12 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/bloatbench/bloatbench/inventory"
 )
+
+// journalVersion 2 added ethtool features, filters and htb class details (tc -d -raw)
+// to each state; version 1 journals are still read and compared on what they have.
+const journalVersion = 2
 
 // Journal is what a controller changed on its hosts, written before it changes
 // anything, so that `bloatbench restore` can put the hosts back after a controller
@@ -25,6 +32,12 @@ type Journal struct {
 	path      string
 }
 
+// NewJournal starts a journal of this process for setup, from the inventory at path.
+func NewJournal(setup, inventoryPath string) *Journal {
+	return &Journal{Version: journalVersion, PID: os.Getpid(), Created: time.Now(), Setup: setup, Inventory: inventoryPath,
+		Hosts: map[string]*inventory.Host{}}
+}
+
 // JournalDir is where journals live: $XDG_STATE_HOME/bloatbench/journal, or
 // ~/.local/state/bloatbench/journal.
 func JournalDir() string {
@@ -36,26 +49,102 @@ func JournalDir() string {
 	return filepath.Join(base, "bloatbench", "journal")
 }
 
-// Save writes the journal to dir (once, creating the file) or rewrites it.
+// Save writes the journal to dir (once, creating the file) or rewrites it. Paths go in
+// absolute: an inventory named as hosts.yaml names its keys relative to the directory
+// the run started in, and `restore` may run from another. The data is synced before
+// the rename that publishes it and the folder after, so that a crash or power cut
+// just after a host was changed leaves the journal, not an empty file or none.
 func (j *Journal) Save(dir string) error {
 	if j.path == "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("journal folder %s: %w", dir, err)
+		}
+		if err := os.MkdirAll(abs, 0o700); err != nil {
 			return fmt.Errorf("create journal folder: %w", err)
 		}
-		j.path = filepath.Join(dir, fmt.Sprintf("%s-%d.json", j.Created.UTC().Format("20060102T150405.000000"), j.PID))
+		j.path = filepath.Join(abs, fmt.Sprintf("%s-%d.json", j.Created.UTC().Format("20060102T150405.000000"), j.PID))
 	}
-	b, err := json.MarshalIndent(j, "", "  ")
+	out, err := j.absolute()
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode journal: %w", err)
 	}
-	tmp := j.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write journal: %w", err)
-	}
-	if err := os.Rename(tmp, j.path); err != nil {
-		return fmt.Errorf("write journal: %w", err)
+	if err := writeSynced(j.path, b); err != nil {
+		return fmt.Errorf("write journal %s (is the disk full?): %w", j.path, err)
 	}
 	return nil
+}
+
+// absolute is a copy of j whose inventory, key and known_hosts paths are absolute; the
+// inventory's own hosts stay as they are.
+func (j *Journal) absolute() (*Journal, error) {
+	c := *j
+	abs := func(p string) (string, error) {
+		if p == "" || filepath.IsAbs(p) {
+			return p, nil
+		}
+		return filepath.Abs(p)
+	}
+	var err error
+	if c.Inventory, err = abs(j.Inventory); err != nil {
+		return nil, err
+	}
+	c.Hosts = make(map[string]*inventory.Host, len(j.Hosts))
+	for name, h := range j.Hosts {
+		if h == nil {
+			continue
+		}
+		hc := *h
+		if hc.IdentityFile, err = abs(h.IdentityFile); err != nil {
+			return nil, fmt.Errorf("host %s: identity_file: %w", name, err)
+		}
+		if hc.KnownHosts, err = abs(h.KnownHosts); err != nil {
+			return nil, fmt.Errorf("host %s: known_hosts: %w", name, err)
+		}
+		c.Hosts[name] = &hc
+	}
+	return &c, nil
+}
+
+// writeSynced replaces path with b: a synced temporary file, renamed over it, then the
+// folder synced so that the rename itself is on disk.
+func writeSynced(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Path is the journal's file.
@@ -68,6 +157,10 @@ func (j *Journal) Remove() error {
 	}
 	if err := os.Remove(j.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove journal: %w", err)
+	}
+	// Else a crash could bring the journal back, and restore would undo a later run.
+	if err := syncDir(filepath.Dir(j.path)); err != nil {
+		return fmt.Errorf("remove journal %s: sync its folder: %w", j.path, err)
 	}
 	return nil
 }
@@ -82,8 +175,11 @@ func LoadJournal(path string) (*Journal, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	if j.Version != 1 {
-		return nil, fmt.Errorf("journal %s: version %d is not one this bloatbench reads", path, j.Version)
+	if j.Version != 1 && j.Version != journalVersion {
+		return nil, fmt.Errorf("journal %s: version %d is not one this bloatbench reads (1 or %d): restore with the bloatbench that wrote it", path, j.Version, journalVersion)
+	}
+	for _, st := range j.States {
+		st.legacy = j.Version == 1
 	}
 	j.path = path
 	return &j, nil
@@ -96,4 +192,121 @@ func Journals(dir string) ([]string, error) {
 		return nil, err
 	}
 	return files, nil
+}
+
+// ErrBusy marks a bottleneck that another run, or a restore, holds.
+var ErrBusy = errors.New("the bottleneck is in use")
+
+// ErrJournalGone marks a journal removed while restore waited: its run put the hosts
+// back itself.
+var ErrJournalGone = errors.New("journal removed: its run restored the hosts itself")
+
+// Holder is who holds a bottleneck, written into its lock file for whoever is refused.
+type Holder struct {
+	PID      int       `json:"pid"`
+	Hostname string    `json:"hostname"` // the controller's
+	Started  time.Time `json:"started"`
+	What     string    `json:"what"` // "run of setup X", "restore of JOURNAL"
+}
+
+// DeviceLock holds a bottleneck (a device on a host) for this process: two runs on it
+// would each snapshot the other's setup as the state to put back, and a restore while
+// a run is live would pull the setup from under it. It is an flock(2) on a file next
+// to the journals, so the kernel drops it when the process ends, however it ends: a
+// SIGKILLed controller leaves its journal for `restore`, but no stale lock.
+type DeviceLock struct {
+	f    *os.File
+	path string
+}
+
+// LockDevice takes the lock of device dev on the host whose SSH address is addr
+// (named host in messages), in dir, or says who holds it (wrapping ErrBusy). The
+// lock is keyed by address, not inventory name, so that two inventories naming the
+// same machine differently still meet.
+func LockDevice(dir, host, addr, dev, what string) (*DeviceLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("host %s: lock %s: create %s: %w", host, dev, dir, err)
+	}
+	path := filepath.Join(dir, lockName(addr, dev))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: lock %s: %w", host, dev, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		b, _ := io.ReadAll(f)
+		f.Close()
+		var h Holder
+		who := "a process that has not yet written who it is (it is just starting)"
+		if json.Unmarshal(b, &h) == nil && h.PID != 0 {
+			who = fmt.Sprintf("bloatbench pid %d on controller %s since %s (%s)", h.PID, h.Hostname, h.Started.Format("2006-01-02 15:04:05 MST"), h.What)
+		}
+		return nil, fmt.Errorf("host %s (%s): device %s: %w: held by %s. Two runs on one bottleneck would each take the other's setup for the state to put back, so this one does not touch it: wait for that one to end, or stop it (Ctrl-C, or kill that pid there); the lock goes with its process (lock file %s)",
+			host, addr, dev, ErrBusy, who, path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("host %s: lock %s: flock %s: %w", host, dev, path, err)
+	}
+	hn, _ := os.Hostname()
+	b, _ := json.Marshal(Holder{PID: os.Getpid(), Hostname: hn, Started: time.Now(), What: what})
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt(b, 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("host %s: lock %s: write %s: %w", host, dev, path, err)
+	}
+	return &DeviceLock{f: f, path: path}, nil
+}
+
+// lockName is the lock file of a device on a host: readable, and one name per
+// (address, device) since every other byte is escaped.
+func lockName(addr, dev string) string {
+	esc := func(s string) string {
+		var b strings.Builder
+		for _, c := range []byte(s) {
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' {
+				b.WriteByte(c)
+			} else {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+		}
+		return b.String()
+	}
+	return esc(dev) + "@" + esc(addr) + ".lock"
+}
+
+// Unlock lets the device go. The file stays: removing it would let a process that
+// opened it just before lock the deleted file while a third locks a new one.
+func (l *DeviceLock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the last descriptor drops the flock
+	l.f = nil
+	if err != nil {
+		return fmt.Errorf("unlock %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// LockForRestore takes the lock of st's device for `bloatbench restore`, next to the
+// journal, and checks the journal is still there once it holds it (a run that ended
+// meanwhile removes its journal after putting the hosts back).
+func (j *Journal) LockForRestore(st *State, addr string) (*DeviceLock, error) {
+	l, err := LockDevice(filepath.Dir(j.path), st.Host, addr, st.Dev, "restore of "+j.path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(j.path); errors.Is(err, os.ErrNotExist) {
+		l.Unlock()
+		return nil, fmt.Errorf("journal %s: %w", j.path, ErrJournalGone)
+	}
+	return l, nil
 }

@@ -45,6 +45,7 @@ func restoreCommand() *cli.Command {
 					continue
 				}
 				ok := true
+				var locks []*qdisc.DeviceLock // held until the journal is gone
 				for _, st := range j.States {
 					h := j.Hosts[st.Host]
 					if h == nil {
@@ -52,7 +53,22 @@ func restoreCommand() *cli.Command {
 						ok = false
 						continue
 					}
-					conn, err := d.Dial(c.Context, h)
+					// Refused, naming the holder, while a run or another restore has the device.
+					t, err := d.Resolve(h)
+					if err == nil {
+						var l *qdisc.DeviceLock
+						l, err = j.LockForRestore(st, t.Addr)
+						locks = append(locks, l)
+					}
+					if errors.Is(err, qdisc.ErrJournalGone) {
+						fmt.Fprintln(c.App.Writer, err)
+						ok = false
+						break
+					}
+					var conn *remote.Conn
+					if err == nil {
+						conn, err = d.DialTarget(c.Context, t)
+					}
 					if err == nil {
 						err = qdisc.Restore(c.Context, conn, st)
 						conn.Close()
@@ -68,6 +84,9 @@ func restoreCommand() *cli.Command {
 					if err := j.Remove(); err != nil {
 						errs = append(errs, err)
 					}
+				}
+				for _, l := range locks {
+					l.Unlock()
 				}
 			}
 			return errors.Join(errs...)
