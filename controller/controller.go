@@ -163,6 +163,10 @@ type recorder struct {
 	done   chan jobEnd
 	mu     sync.Mutex
 	err    error
+	// failed is closed at the first write error (a full disk): the run ends then,
+	// with what the file holds, rather than measuring on into nothing.
+	failed     chan struct{}
+	failedOnce sync.Once
 	// known series; qdisc and BQL statistics are declared when first seen, since
 	// which ones a kernel prints depends on the qdisc kinds.
 	known map[string]bool
@@ -202,9 +206,10 @@ func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
 		if err != nil {
 			r.mu.Lock()
 			if r.err == nil {
-				r.err = err
+				r.err = fmt.Errorf("record into %s: %w", r.w.Path(), err)
 			}
 			r.mu.Unlock()
+			r.failedOnce.Do(func() { close(r.failed) })
 		}
 	}
 }
@@ -268,7 +273,7 @@ func connectAll(ctx context.Context, o Options) (*Session, []error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.connect(ctx, ep)
+			errs[i] = s.o.connect(ctx, ep)
 		}()
 	}
 	wg.Wait()
@@ -276,8 +281,7 @@ func connectAll(ctx context.Context, o Options) (*Session, []error) {
 }
 
 // connect dials the host and starts its agent with one command.
-func (s *Session) connect(ctx context.Context, ep *endpoint) error {
-	o := &s.o
+func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 	ep.label = fmt.Sprintf("%s (%s)", ep.host.Name, ep.host.SSH)
 	ep.broken, ep.warnings = false, nil
 	o.logf("connecting to %s", ep.label)
@@ -329,7 +333,7 @@ func (s *Session) revive(ctx context.Context) error {
 		if dead {
 			s.o.logf("starting the agent on %s again", ep.label)
 			ep.close()
-			if err := s.connect(ctx, ep); err != nil {
+			if err := s.o.connect(ctx, ep); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -401,7 +405,8 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	s.runs++
 	// Agents only send samples once jobs start, after the file exists. Every job's end
 	// fits in done (listen, streams, ping and one sampler per host).
-	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{}}
+	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{},
+		failed: make(chan struct{})}
 	for _, ep := range eps {
 		ep.fwd.set(rec)
 	}
@@ -464,7 +469,10 @@ type jobSet struct {
 // start asks ep's agent to start a job of this run.
 func (js *jobSet) start(ctx context.Context, ep *endpoint, req agent.Request, awaited bool) (agent.Message, error) {
 	req.Job = js.rec.prefix + req.Job
-	m, err := ep.agent.Call(ctx, req)
+	// Starting a job is answered at once; a host that does not answer is frozen.
+	cctx, cancel := context.WithTimeout(ctx, ep.conn.Target.CommandTimeout)
+	defer cancel()
+	m, err := ep.agent.Call(cctx, req)
 	if err != nil {
 		return m, ep.deathErr(err)
 	}
@@ -669,6 +677,10 @@ func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, jobs
 			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("run interrupted: %w", context.Cause(ctx))
+		case <-rec.failed:
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.err
 		case ep := <-dead:
 			return ep.deathErr(ep.agent.Err())
 		case e := <-rec.done:

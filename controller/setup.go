@@ -91,6 +91,9 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Se
 	rec := &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
 	for _, st := range j.States {
 		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host), s, st)
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("run interrupted while applying setup %s: %w", s.Name, err)
+		}
 		if err != nil {
 			if rerr := restore(); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -112,6 +115,13 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 		// A frozen host is named at once; the others are restored all the same.
 		ep := endpointOf(eps, st.Host)
 		err := ep.alive(ctx)
+		if err != nil {
+			// The agent died or stopped answering: a new connection and agent may
+			// still reach the host (a hung session is not a hung host).
+			o.logf("%v; connecting again to restore it", err)
+			ep.close()
+			err = o.connect(ctx, ep)
+		}
 		if err == nil {
 			err = qdisc.Restore(ctx, ep, st)
 		}

@@ -7,8 +7,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -375,53 +373,6 @@ func TestHostKeys(t *testing.T) {
 	})
 }
 
-func TestServerAgentKilledMidRun(t *testing.T) {
-	invPath, inv := lab(t, "--rate", "100mbit")
-	out := t.TempDir()
-	cmd := exec.Command(bin, "run", "-H", invPath, "-l", "20", "-d", "1", "-o", out, "tcp_4down")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(6 * time.Second)
-	pids, _ := exec.Command("ip", "netns", "pids", inv.Testbed+"-server").Output()
-	killed := 0
-	for _, p := range strings.Fields(string(pids)) {
-		cl, _ := os.ReadFile("/proc/" + p + "/cmdline")
-		if bytes.Contains(cl, []byte("agent")) && !bytes.Contains(cl, []byte("sshd")) {
-			exec.Command("kill", "-9", p).Run()
-			killed++
-		}
-	}
-	if killed != 1 {
-		t.Fatalf("found %d agents in the server namespace", killed)
-	}
-	start := time.Now()
-	err := cmd.Wait()
-	if err == nil {
-		t.Fatalf("run succeeded after its server agent was killed:\n%s", stdout.String())
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("run took %v to notice", time.Since(start))
-	}
-	if !strings.Contains(stderr.String(), "agent on host server") {
-		t.Errorf("error does not name the host:\n%s", stderr.String())
-	}
-	run := dataFile(t, out)
-	if !run.Incomplete || !strings.Contains(run.Error, "server") {
-		t.Errorf("data file: incomplete=%v error=%q", run.Incomplete, run.Error)
-	}
-	if n := len(run.Samples["TCP download::1"]); n < 10 {
-		t.Errorf("data file kept %d samples of flow 1", n)
-	}
-	files, _ := filepath.Glob(filepath.Join(out, "*"))
-	r := bb(t, "summary", files[0])
-	if r.err != nil || !strings.Contains(r.stdout, "INCOMPLETE") || !strings.Contains(r.stdout, "TCP download sum") {
-		t.Errorf("summary of the incomplete file: %v\n%s", r.err, r.stdout)
-	}
-}
-
 func TestBadInventoryNamesFileLineKey(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "hosts.yaml")
 	os.WriteFile(p, []byte("hosts:\n  a: {ssh: root@192.0.2.1, test_ip: 10.0.0.1}\n  b: {ssh: root@192.0.2.2, test_ip: 10.0.0.300}\nclient: a\nserver: b\n"), 0o644)
@@ -475,64 +426,3 @@ Host labclient
 	}
 }
 
-// With no delay the streams start with the ping, not after it.
-func TestZeroDelayStartsStreamsAtOnce(t *testing.T) {
-	invPath, _ := lab(t, "--rate", "200mbit")
-	out := t.TempDir()
-	start := time.Now()
-	r := bb(t, "run", "-H", invPath, "-l", "3", "-d", "0", "-o", out, "tcp_4down")
-	if r.err != nil {
-		t.Fatalf("%v\n%s", r.err, r.stderr)
-	}
-	if d := time.Since(start); d > 8*time.Second {
-		t.Errorf("a 3 s run took %v", d)
-	}
-	run := dataFile(t, out)
-	first := run.Samples["TCP download::1"]
-	if len(first) < 12 || first[0].T-first[0].Dur-run.Metadata.T0 > 1 {
-		t.Errorf("flow 1: %d samples, the first starting %.2f s after t0", len(first), first[0].T-first[0].Dur-run.Metadata.T0)
-	}
-}
-
-// Installing a new agent removes the ones no controller used for a week, and only
-// those.
-func TestOldAgentsPruned(t *testing.T) {
-	needLab(t)
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache := filepath.Join(home, ".cache", "bloatbench")
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	current := filepath.Join(cache, "agent-"+hex.EncodeToString(sum[:])[:16])
-	os.Remove(current) // so this run installs it
-	old, recent := filepath.Join(cache, "agent-0ld0ld0ld0ld0ld0"), filepath.Join(cache, "agent-4ecent4ecent4ec")
-	for _, p := range []string{old, recent} {
-		if err := os.MkdirAll(cache, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ten := time.Now().Add(-10 * 24 * time.Hour)
-	os.Chtimes(old, ten, ten)
-	t.Cleanup(func() { os.Remove(old); os.Remove(recent) })
-	r := bb(t, "run", "-H", "local", "-l", "1", "-d", "0", "-o", t.TempDir(), "tcp_nup")
-	if r.err != nil {
-		t.Fatalf("%v\n%s", r.err, r.stderr)
-	}
-	if _, err := os.Stat(current); err != nil {
-		t.Errorf("the agent was not installed: %v", err)
-	}
-	if _, err := os.Stat(old); err == nil {
-		t.Errorf("%s, unused for 10 days, is still there", old)
-	}
-	if _, err := os.Stat(recent); err != nil {
-		t.Errorf("%s, used today, was removed: %v", recent, err)
-	}
-}

@@ -50,7 +50,8 @@ func TestJournalSaveFsyncs(t *testing.T) {
 	}
 	strace, err := exec.LookPath("strace")
 	if err != nil {
-		t.Skip("needs strace to see the fsync calls")
+		// make deps installs it; without it this check would pass unseen.
+		t.Fatal("needs strace to see the fsync calls: apt-get install strace (scripts/install-deps does)")
 	}
 	dir, trace := t.TempDir(), filepath.Join(t.TempDir(), "trace")
 	cmd := exec.Command(strace, "-f", "-y", "-o", trace, "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2",

@@ -112,10 +112,14 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 		cmd = "exec sh -c " + Quote(bootstrapPathScript) + " sh " + Quote(o.AgentPath)
 	}
 	began := time.Now()
-	p, err := c.Start(ctx, cmd)
+	// The agent's session outlives ctx: after Ctrl-C the run still stops its jobs
+	// and restores the hosts through it. Only the bootstrap ends with ctx.
+	p, err := c.Start(context.WithoutCancel(ctx), cmd)
 	if err != nil {
 		return nil, err
 	}
+	stopOnCancel := context.AfterFunc(ctx, func() { c.Close() })
+	defer stopOnCancel()
 	a := &Agent{Process: p}
 	// One watchdog for every phase: when it fires it closes the connection (a closed
 	// session alone still waits for the remote end, which may hang), the read below

@@ -235,6 +235,10 @@ func (d *Dialer) dialOne(ctx context.Context, t Target, via *ssh.Client) (*ssh.C
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("host %s: SSH handshake with %s timed out after %v", t.Name, t.Addr, t.ConnectTimeout)
 		}
+		if !strings.Contains(err.Error(), "unable to authenticate") {
+			// Not the keys: the connection broke during the handshake.
+			return nil, fmt.Errorf("host %s: SSH handshake with %s: %w (is the host up and its sshd answering?)", t.Name, t.Addr, err)
+		}
 		return nil, fmt.Errorf("host %s: SSH to %s@%s: %w (tried keys %s and ssh-agent)", t.Name, t.User, t.Addr, err, strings.Join(t.IdentityFiles, ", "))
 	}
 	return ssh.NewClient(sc, chans, reqs), nil
