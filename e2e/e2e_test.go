@@ -425,4 +425,3 @@ Host labclient
 		t.Errorf("client sshd logged %d logins, want 2 (jump + target)", n)
 	}
 }
-

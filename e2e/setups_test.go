@@ -148,4 +148,3 @@ func TestMissingQdiscFailsBeforeTraffic(t *testing.T) {
 		t.Errorf("the host was changed:\n%s\nvs\n%s", before, after)
 	}
 }
-
