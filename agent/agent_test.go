@@ -219,3 +219,62 @@ func TestAgentDeathFailsPendingCalls(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Commands run through the agent as through sh: output, input, a failure with its
+// stderr, and a command past its timeout killed, while other requests go on.
+func TestExec(t *testing.T) {
+	c, stop := pipeAgent(t, "host h", newRecorder())
+	defer stop()
+	ctx := context.Background()
+	cases := []struct {
+		name, cmd, stdin string
+		timeout          time.Duration
+		want             string
+		wantErr          []string
+	}{
+		{name: "output", cmd: `printf '%s\n' "a b" c`, timeout: 5 * time.Second, want: "a b\nc\n"},
+		{name: "stdin", cmd: "tr a-z A-Z", stdin: "tc qdisc\n", timeout: 5 * time.Second, want: "TC QDISC\n"},
+		{name: "failure", cmd: "echo partial; echo 'RTNETLINK answers: No such device' >&2; exit 2", timeout: 5 * time.Second,
+			want: "partial\n", wantErr: []string{"host host h", "RTNETLINK answers: No such device"}},
+		{name: "silent failure", cmd: "exit 3", timeout: 5 * time.Second, wantErr: []string{"exit status 3"}},
+		{name: "timeout", cmd: "sleep 30", timeout: 300 * time.Millisecond, wantErr: []string{`"sleep 30" did not finish within 300ms`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var in io.Reader
+			if tc.stdin != "" {
+				in = strings.NewReader(tc.stdin)
+			}
+			out, err := c.Output(ctx, tc.cmd, in, tc.timeout)
+			if string(out) != tc.want {
+				t.Errorf("output %q, want %q", out, tc.want)
+			}
+			if (err != nil) != (len(tc.wantErr) > 0) {
+				t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// A slow command holds up no other request.
+	slow := make(chan error, 1)
+	go func() {
+		_, err := c.Output(ctx, "sleep 1", nil, 5*time.Second)
+		slow <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := c.Call(ctx, Request{Op: OpClock}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-slow:
+		t.Error("the clock request waited for the slow command")
+	default:
+	}
+	if err := <-slow; err != nil {
+		t.Error(err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -231,7 +232,10 @@ func execute(ctx context.Context, spec ExecSpec) *ExecResult {
 	cmd.Stdin = bytes.NewReader(spec.Stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	// A command that leaves a child holding its pipes must not hold the reply.
+	// The command and whatever it starts are one process group, killed together at
+	// the timeout: a child left holding the pipes would hold the reply.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	r := &ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}

@@ -660,9 +660,12 @@ func (o *Options) wait(ctx context.Context, eps []*endpoint, rec *recorder, jobs
 	stop := make(chan struct{})
 	defer close(stop)
 	for _, ep := range eps {
+		// The channel is taken here: a restore may replace ep's agent while the
+		// goroutine has yet to run.
+		died := ep.agent.Dead()
 		go func() {
 			select {
-			case <-ep.agent.Dead():
+			case <-died:
 				dead <- ep
 			case <-stop:
 			}

@@ -77,6 +77,7 @@ var bootstrapScript = strings.Join([]string{
 
 // With agent_path the binary is the host's own: report the system and run it.
 var bootstrapPathScript = `echo "` + markStart + ` $(uname -s) $(uname -m)"
+if [ ! -x "$1" ]; then echo "$1: not found, or not executable" >&2; exit 127; fi
 echo "` + markRun + ` $1"
 exec "$1" agent`
 
