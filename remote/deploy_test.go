@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,46 +23,15 @@ func execServer(t *testing.T, home, login string) (addr string, hostKey ssh.Sign
 	hostKey = newSigner(t, "ed25519")
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
 	cfg.AddHostKey(hostKey)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				sc, chans, reqs, err := ssh.NewServerConn(nc, cfg)
-				if err != nil {
-					return
-				}
-				defer sc.Close()
-				go ssh.DiscardRequests(reqs)
-				for nch := range chans {
-					if nch.ChannelType() != "session" {
-						nch.Reject(ssh.UnknownChannelType, "session only")
-						continue
-					}
-					ch, creqs, err := nch.Accept()
-					if err != nil {
-						continue
-					}
-					go serveSession(ch, creqs, home, login)
-				}
-			}()
+	return serveSSH(t, cfg, func(nch ssh.NewChannel) {
+		if nch.ChannelType() != "session" {
+			nch.Reject(ssh.UnknownChannelType, "session only")
+			return
 		}
-	}()
-	return ln.Addr().String(), hostKey
+		if ch, creqs, err := nch.Accept(); err == nil {
+			go serveSession(ch, creqs, home, login)
+		}
+	}), hostKey
 }
 
 func serveSession(ch ssh.Channel, reqs <-chan *ssh.Request, home, login string) {

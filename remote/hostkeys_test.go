@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,18 +32,31 @@ func sshServer(t *testing.T, hostKeys ...ssh.Signer) string {
 	for _, k := range hostKeys {
 		cfg.AddHostKey(k)
 	}
+	return serveSSH(t, cfg, func(nch ssh.NewChannel) { nch.Reject(ssh.Prohibited, "test server") })
+}
+
+// serveSSH accepts SSH connections on a loopback port until the test ends and hands
+// each channel asked for to onChannel. It returns the server's host:port.
+func serveSSH(t *testing.T, cfg *ssh.ServerConfig, onChannel func(ssh.NewChannel)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
 	go func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			wg.Add(1)
 			go func() {
+				defer wg.Done()
 				defer nc.Close()
 				sc, chans, reqs, err := ssh.NewServerConn(nc, cfg)
 				if err != nil {
@@ -50,8 +64,8 @@ func sshServer(t *testing.T, hostKeys ...ssh.Signer) string {
 				}
 				defer sc.Close()
 				go ssh.DiscardRequests(reqs)
-				for ch := range chans {
-					ch.Reject(ssh.Prohibited, "test server")
+				for nch := range chans {
+					onChannel(nch)
 				}
 			}()
 		}
