@@ -204,17 +204,22 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ping := exec.CommandContext(ctx, "ip", "netns", "exec", inv.Testbed+"-client", "ping", "-D", "-n", "-i", "0.2", "-w", fmt.Sprint(length+2*delay+2), inv.Hosts["server"].TestIP)
+	// iputils runs until the run has ended, however long its set-up took: it is
+	// stopped then, and its replies are matched to the run's loaded window by time.
+	ping := exec.CommandContext(ctx, "ip", "netns", "exec", inv.Testbed+"-client", "ping", "-D", "-n", "-i", "0.2", "-w", "600", inv.Hosts["server"].TestIP)
+	// SIGINT, not SIGKILL: ping then flushes what it buffered for the pipe and exits.
+	ping.Cancel = func() error { return ping.Process.Signal(os.Interrupt) }
 	var pingOut bytes.Buffer
 	ping.Stdout = &pingOut
 	if err := ping.Start(); err != nil {
 		t.Fatal(err)
 	}
 	r := bb(t, "run", "-H", invPath, "-l", fmt.Sprint(length), "-d", fmt.Sprint(delay), "-o", out, "--format", "json", "tcp_4down")
+	cancel()
+	ping.Wait()
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
-	ping.Wait()
 	medians := parseSummary(t, r.stdout)
 	run := dataFile(t, out)
 	m := run.Metadata

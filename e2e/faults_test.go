@@ -299,3 +299,41 @@ func TestFaults(t *testing.T) {
 		})
 	}
 }
+
+// An agent that dies in one run of several is started again for the next: the
+// session's other runs go on, and only the run it died in fails.
+func TestAgentStartedAgainForNextRun(t *testing.T) {
+	invPath, inv := setupLab(t)
+	before := labState(t, inv)
+	out := t.TempDir()
+	r := startRun(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, "run", "-H", invPath, "--setup", "htb+bfifo", "--setup", "mq+pfifo",
+		"-l", "4", "-d", "1", "-o", out, "tcp_4down")
+	r.waitLog(t, "streams started")
+	time.Sleep(time.Second)
+	killAgent(t, inv.Testbed+"-server")
+	err := r.wait(t)
+	log := r.stderr.String()
+	if err == nil || !strings.Contains(log, "1 of 2 runs failed") {
+		t.Fatalf("want the first of two runs failed: %v\n%s", err, log)
+	}
+	// Started again for the first run's restore, or else before the second run.
+	if !strings.Contains(log, "connecting again to restore it") && !strings.Contains(log, "starting the agent on server") {
+		t.Errorf("the server's agent was not started again:\n%s", log)
+	}
+	if !strings.Contains(r.stdout.String(), "Summary of tcp_4down run 'MQ + PFIFO'") {
+		t.Errorf("the second run printed no summary:\n%s", r.stdout.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	if len(files) != 2 {
+		t.Fatalf("data files %v", files)
+	}
+	for _, f := range files {
+		run := readRun(t, f)
+		if (run.Metadata.Setup.Name == "mq+pfifo") == run.Incomplete {
+			t.Errorf("%s (%s): incomplete=%v %s", f, run.Metadata.Setup.Name, run.Incomplete, run.Error)
+		}
+	}
+	if after := labState(t, inv); after != before {
+		t.Errorf("not restored:\n%s\nvs\n%s", before, after)
+	}
+}
