@@ -255,7 +255,8 @@ func LockDevice(dir, host, addr, dev, what string) (*DeviceLock, error) {
 	}
 	hn, _ := os.Hostname()
 	b, _ := json.Marshal(Holder{PID: os.Getpid(), Hostname: hn, Started: time.Now(), What: what})
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(b, 0)
 	}
 	if err != nil {
