@@ -38,6 +38,10 @@ func Main(m interface{ Run() int }, name, pkg string, bin *string) {
 		os.Exit(1)
 	}
 	*bin = b
+	// Journals and device locks of the runs under test go in the build's folder, not
+	// in the state folder of whoever runs the tests: the suite leaves nothing in
+	// their home. A test may still set its own.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
