@@ -26,7 +26,8 @@ const (
 	Download = "download" // server to client
 )
 
-// MaxStreams bounds a stream count: each stream is a socket and a goroutine on both ends.
+// MaxStreams bounds a test's streams, all directions together: each stream is a
+// socket and a goroutine on both ends.
 const MaxStreams = 1024
 
 // Definition is one test file.
@@ -178,6 +179,9 @@ func (d *Definition) Resolve(set map[string]string) (*Plan, error) {
 					return nil, fmt.Errorf("test %s: parameter %s=%q: %q is not a congestion control name", d.Name, g.CC, params[g.CC], cc)
 				}
 			}
+		}
+		if total := len(plan.Flows) + n; total > MaxStreams {
+			return nil, fmt.Errorf("test %s: parameter %s=%q makes %d streams in all: at most %d", d.Name, g.Count, params[g.Count], total, MaxStreams)
 		}
 		for i := 0; i < n; i++ {
 			index[g.Direction]++
