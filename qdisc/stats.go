@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 // Flatten turns `tc -s -j qdisc show` output into named numbers, whatever the kinds:
@@ -24,36 +25,62 @@ func Flatten(raw []byte) (map[string]float64, error) {
 		if r, _ := q["root"].(bool); r || id == "" {
 			id = "root"
 		}
-		for k, v := range q {
+		for _, k := range sortedKeys(q) {
 			switch k {
 			case "kind", "handle", "parent", "root", "refcnt", "options":
 				continue
 			}
-			flatten(out, id+" ", k, v)
+			flatten(out, word(id)+" ", k, q[k])
 		}
 	}
 	return out, nil
 }
 
+// flatten adds v's numbers under prefix+key. Keys are visited in order, so that
+// names that collide ({"a.b": 1, "a": {"b": 2}}) end the same way every time.
 func flatten(out map[string]float64, prefix, key string, v any) {
-	key = strings.ReplaceAll(key, "-", "_")
+	key = word(strings.ReplaceAll(key, "-", "_"))
 	switch x := v.(type) {
 	case float64:
 		out[prefix+key] = x
 	case map[string]any:
-		for k, y := range x {
-			flatten(out, prefix, key+"."+k, y)
+		for _, k := range sortedKeys(x) {
+			flatten(out, prefix, key+"."+k, x[k])
 		}
 	case []any:
 		name := strings.TrimSuffix(key, "s") // cake's "tins" -> tin0, tin1 ...
 		for i, y := range x {
 			if m, ok := y.(map[string]any); ok {
-				for k, z := range m {
-					flatten(out, prefix, fmt.Sprintf("%s%d.%s", name, i, k), z)
+				for _, k := range sortedKeys(m) {
+					flatten(out, prefix, fmt.Sprintf("%s%d.%s", name, i, k), m[k])
 				}
 			}
 		}
 	}
+}
+
+// word makes s one word of a series name ("qdisc HOST:DEV WHERE STAT", which
+// reports split at spaces): white space and control characters become '_', and
+// nothing becomes "_". tc prints no such names; a broken or hostile tc could.
+func word(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // gauges are statistics that say how things are now; every other number tc prints
