@@ -53,6 +53,10 @@ type Options struct {
 	Setup *qdisc.Setup
 	// JournalDir is where the undo journal goes ("" = qdisc.JournalDir()).
 	JournalDir string
+	// ChangesDevices says the session's runs apply setups: their bottleneck hosts
+	// need root, so a login that is not root runs the agent there through sudo
+	// (inventory.Host.UseSudo). The other hosts' agents run as the login user.
+	ChangesDevices bool
 }
 
 // Check validates the options' numbers.
@@ -290,9 +294,13 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 		return err
 	}
 	ep.conn = conn
+	sudo, err := ep.host.UseSudo(conn.Target.User, o.ChangesDevices && o.isBottleneck(ep.host.Name))
+	if err != nil {
+		return err
+	}
 	// The agent lives as long as this session: when the controller goes, its stdin
 	// closes and it stops every runner.
-	proc, err := conn.StartAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: o.SelfHash, AgentPath: ep.host.AgentPath,
+	proc, err := conn.StartAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: o.SelfHash, AgentPath: ep.host.AgentPath, Sudo: sudo,
 		Warn: func(msg string) {
 			o.logf("warning: %s", msg)
 			ep.warnings = append(ep.warnings, msg)
@@ -314,7 +322,11 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 	ep.hello = hello
 	ep.info = datafile.Host{Role: ep.role, Name: ep.host.Name, SSH: ep.host.SSH, TestIP: ep.host.TestIP,
 		Hostname: hello.Hostname, Kernel: hello.Kernel}
-	o.logf("agent on %s: %s, kernel %s, login shell %.2fs", ep.label, hello.Hostname, hello.Kernel, proc.ShellStart.Seconds())
+	as := conn.Target.User
+	if proc.Sudo {
+		as = "root (sudo -n, login " + as + ")"
+	}
+	o.logf("agent on %s: %s, kernel %s, login shell %.2fs, runs as %s", ep.label, hello.Hostname, hello.Kernel, proc.ShellStart.Seconds(), as)
 	return nil
 }
 
@@ -563,7 +575,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	total := length + 2*delay
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
-		Length: length, Delay: delay, Step: step, TotalLength: total,
+		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
 		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup,
 	}
 	for _, ep := range eps {

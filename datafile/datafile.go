@@ -9,6 +9,7 @@ package datafile
 
 import (
 	"encoding/json"
+	"net/netip"
 	"time"
 )
 
@@ -53,6 +54,21 @@ type Metadata struct {
 	CommandLine []string          `json:"command_line"`
 	// Setup is the qdisc setup applied for this run, if any.
 	Setup *Setup `json:"setup,omitempty"`
+	// Family is the address family of the test traffic, "ipv4" or "ipv6" (the
+	// server's test_ip); files from before it have none, and were IPv4.
+	Family string `json:"family,omitempty"`
+}
+
+// FamilyOf is the Family of an address: "ipv6", "ipv4", or "" when ip is not one.
+func FamilyOf(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return ""
+	case a.Is4() || a.Is4In6():
+		return "ipv4"
+	}
+	return "ipv6"
 }
 
 // Setup records what a run did to its bottlenecks, so a reader can do it again.

@@ -99,6 +99,30 @@ type Host struct {
 	AgentPath      string   `yaml:"agent_path,omitempty"`
 	ConnectTimeout Duration `yaml:"connect_timeout,omitempty"`
 	CommandTimeout Duration `yaml:"command_timeout,omitempty"`
+	// Sudo says how a login that is not root gets root for what needs it (applying
+	// a setup): true runs the agent as root through `sudo -n` always, false never
+	// (a setup on the host is then refused up front), unset (nil) when the run
+	// needs root on the host. A root login never uses sudo.
+	Sudo *bool `yaml:"sudo,omitempty"`
+}
+
+// UseSudo says whether the agent on a host that logs in as user runs through sudo,
+// for a run that needs root on the host (needRoot) or not. It is an error when the
+// run needs root and the host says sudo: false.
+func (h *Host) UseSudo(user string, needRoot bool) (bool, error) {
+	if user == "root" {
+		return false, nil
+	}
+	switch {
+	case h.Sudo == nil:
+		return needRoot, nil
+	case *h.Sudo:
+		return true, nil
+	case needRoot:
+		return false, fmt.Errorf("host %s logs in as %s and says sudo: false, but a setup changes its devices, which needs root: "+
+			"remove sudo: false (the agent then runs through sudo -n), or log in as root", h.Name, user)
+	}
+	return false, nil
 }
 
 // Bottleneck is a device whose egress queue a setup configures.

@@ -162,3 +162,37 @@ func TestWriteReadBack(t *testing.T) {
 		t.Errorf("read back %+v", back)
 	}
 }
+
+func TestSudo(t *testing.T) {
+	in := strings.Replace(good, "    connect_timeout: 3s\n", "    connect_timeout: 3s\n    sudo: false\n", 1)
+	in = strings.Replace(in, "    test_ip: fd00::2\n", "    test_ip: fd00::2\n    sudo: true\n", 1)
+	inv, err := Parse("hosts.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := inv.Hosts["a"], inv.Hosts["b"]
+	auto := &Host{Name: "c"}
+	for _, c := range []struct {
+		h        *Host
+		user     string
+		needRoot bool
+		want     bool
+		err      string
+	}{
+		{auto, "root", true, false, ""},
+		{auto, "ann", false, false, ""},
+		{auto, "ann", true, true, ""},
+		{b, "ann", false, true, ""},
+		{b, "root", true, false, ""},
+		{a, "ann", false, false, ""},
+		{a, "ann", true, false, "host a logs in as ann and says sudo: false"},
+	} {
+		got, err := c.h.UseSudo(c.user, c.needRoot)
+		if got != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s as %s, needRoot %v: %v, %v", c.h.Name, c.user, c.needRoot, got, err)
+		}
+	}
+	if _, err := Parse("hosts.yaml", []byte(strings.Replace(in, "sudo: true", "sudo: maybe", 1))); err == nil {
+		t.Error("sudo: maybe was taken")
+	}
+}

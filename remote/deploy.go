@@ -46,6 +46,9 @@ const (
 	markStart = "bloatbench-bootstrap-start" // the shell is up: uname follows
 	markNeed  = "bloatbench-bootstrap-need"  // no agent of this hash: send its size, then the bytes
 	markRun   = "bloatbench-bootstrap-run"   // the agent starts now: the protocol follows
+	// sudo -n refused the agent: the login user's name and the agent's path follow,
+	// and on the next lines up to the end, sudo's words
+	markNoSudo = "bloatbench-bootstrap-nosudo"
 )
 
 // The bootstrap is the only command a run sends through a host's login shell: it
@@ -54,12 +57,13 @@ const (
 // as `exec sh -c SCRIPT sh ARGS`: values arrive as arguments, never as script text,
 // and the script holds no single quote or backslash, so it is one word even for a
 // login shell that is not POSIX (fish). $1 is the agent's SHA-256, $2 its short name,
-// $3 the days an unused agent is kept.
+// $3 the days an unused agent is kept, $4 "sudo" to run the agent as root through
+// `sudo -n` (its cache stays in the login user's home) or "".
 var bootstrapScript = strings.Join([]string{
-	`echo "` + markStart + ` $(uname -s) $(uname -m)"`,
+	bootstrapStart,
 	`d="${XDG_CACHE_HOME:-${HOME:-.}/.cache}/bloatbench"`,
 	`p="$d/agent-$2"`,
-	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; then touch "$p"; echo "` + markRun + ` $p"; exec "$p" agent; fi`,
+	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; then touch "$p"; start "$p" "$4"; fi`,
 	`echo "` + markNeed + `"`,
 	`IFS= read -r n || exit 3`,
 	`case "$n" in ""|*[!0-9]*) exit 3;; esac`,
@@ -67,19 +71,39 @@ var bootstrapScript = strings.Join([]string{
 	// Hosts may share a home (the local lab's namespaces do): each upload writes a
 	// file of its own and renames it into place.
 	`t="$p.$$.tmp"`,
-	`if ! { head -c "$n" > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t")" = "$1  -" ] && mv -f "$t" "$p"; }; then rm -f "$t"; echo "the agent did not arrive whole in $d" >&2; exit 5; fi`,
+	`if ! { head -c "$n" > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t")" = "$1  -" ]; }; then rm -f "$t"; echo "the agent did not arrive whole in $d" >&2; exit 5; fi`,
+	// An agent another host put there meanwhile stays: replacing it would give it a
+	// new inode between that host's `sudo -l` and its exec, and sudo matches a glob
+	// rule by inode. ln makes the name only when it is free; a damaged one is replaced.
+	`ln "$t" "$p" 2> /dev/null || { [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; } || mv -f "$t" "$p" || { rm -f "$t"; exit 5; }`,
+	`rm -f "$t"`,
 	// A new version arrived: agents (and uploads cut short) no controller has used for
 	// a while go. Not at once: controllers of other versions may share this host.
 	`find "$d" -maxdepth 1 -type f -name "agent-*" ! -name "agent-$2" -mtime +"$3" -exec rm -f {} + 2>/dev/null`,
-	`echo "` + markRun + ` $p"`,
-	`exec "$p" agent`,
+	`start "$p" "$4"`,
 }, "\n")
 
-// With agent_path the binary is the host's own: report the system and run it.
-var bootstrapPathScript = `echo "` + markStart + ` $(uname -s) $(uname -m)"
-if [ ! -x "$1" ]; then echo "$1: not found, or not executable" >&2; exit 127; fi
-echo "` + markRun + ` $1"
-exec "$1" agent`
+// bootstrapStart reports the system and defines start, which execs the agent $1:
+// as the login user, or with $2 = sudo as root through `sudo -n`, after asking sudo
+// (`sudo -n -l`, which never prompts) whether this very command is allowed without a
+// password, so a refusal is told apart from an agent that dies. A login that is not
+// root often has no /usr/sbin in its PATH: tc lives there.
+var bootstrapStart = strings.Join([]string{
+	`echo "` + markStart + ` $(uname -s) $(uname -m)"`,
+	`PATH="${PATH:-/usr/bin:/bin}:/usr/sbin:/sbin"; export PATH`,
+	`start() {`,
+	`  if [ "$2" != sudo ]; then echo "` + markRun + ` $1"; exec "$1" agent; fi`,
+	`  if ! e=$(sudo -n -l "$1" agent 2>&1 > /dev/null); then echo "` + markNoSudo + ` $(id -un) $1"; echo "$e"; exit 6; fi`,
+	`  echo "` + markRun + ` $1"`,
+	`  exec sudo -n "$1" agent`,
+	`}`,
+}, "\n")
+
+// With agent_path the binary is the host's own: report the system and run it. $1 is
+// its path, $2 "sudo" or "".
+var bootstrapPathScript = bootstrapStart + "\n" +
+	`if [ ! -x "$1" ]; then echo "$1: not found, or not executable" >&2; exit 127; fi` + "\n" +
+	`start "$1" "$2"`
 
 // AgentOptions say which agent to start on a host.
 type AgentOptions struct {
@@ -88,6 +112,9 @@ type AgentOptions struct {
 	Self, SelfHash string
 	// AgentPath is a binary already on the host (the inventory's agent_path).
 	AgentPath string
+	// Sudo runs the agent as root through `sudo -n`: a login that is not root, on a
+	// host where the run needs root (see inventory.Host.UseSudo).
+	Sudo bool
 	// Warn receives a note about a slow login shell; nil drops it.
 	Warn func(string)
 }
@@ -100,6 +127,8 @@ type Agent struct {
 	Installed bool
 	// ShellStart is how long the login shell took to run the bootstrap's first line.
 	ShellStart time.Duration
+	// Sudo says the agent runs as root through sudo.
+	Sudo bool
 }
 
 // StartAgent starts the bloatbench agent on the host in one SSH command (see
@@ -108,9 +137,13 @@ type Agent struct {
 // message saying so, not after the command timeout.
 func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	name := c.Target.Name
-	cmd := "exec sh -c " + Quote(bootstrapScript) + " sh " + Command(o.SelfHash, shortHash(o.SelfHash), fmt.Sprint(AgentKeepDays))
+	sudo := ""
+	if o.Sudo {
+		sudo = "sudo"
+	}
+	cmd := "exec sh -c " + Quote(bootstrapScript) + " sh " + Command(o.SelfHash, shortHash(o.SelfHash), fmt.Sprint(AgentKeepDays), sudo)
 	if o.AgentPath != "" {
-		cmd = "exec sh -c " + Quote(bootstrapPathScript) + " sh " + Quote(o.AgentPath)
+		cmd = "exec sh -c " + Quote(bootstrapPathScript) + " sh " + Command(o.AgentPath, sudo)
 	}
 	began := time.Now()
 	// The agent's session outlives ctx: after Ctrl-C the run still stops its jobs
@@ -121,7 +154,7 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	}
 	stopOnCancel := context.AfterFunc(ctx, func() { c.Close() })
 	defer stopOnCancel()
-	a := &Agent{Process: p}
+	a := &Agent{Process: p, Sudo: o.Sudo}
 	// One watchdog for every phase: when it fires it closes the connection (a closed
 	// session alone still waits for the remote end, which may hang), the read below
 	// fails, and phase says what was being waited for. Nothing else uses the
@@ -179,7 +212,10 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 			name, strings.Join(f[1:], " "), runtime.GOOS, runtime.GOARCH))
 	}
 	arm(fmt.Sprintf("the agent's bootstrap did not finish within %v", c.Target.CommandTimeout), c.Target.CommandTimeout)
-	line, err = readMark(out, markNeed, markRun)
+	line, err = readMark(out, markNeed, markRun, markNoSudo)
+	if err == nil && strings.HasPrefix(line, markNoSudo) {
+		return c.noSudo(p, out, strings.TrimPrefix(line, markNoSudo+" "), o.AgentPath != "")
+	}
 	if err != nil {
 		if o.AgentPath != "" {
 			return fail(fmt.Errorf("host %s: agent_path %s does not run: %w", name, o.AgentPath, err))
@@ -195,8 +231,11 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 		if _, err := io.Copy(p.Stdin, io.MultiReader(strings.NewReader(fmt.Sprintf("%d\n", len(bin))), bytes.NewReader(bin))); err != nil {
 			return fail(fmt.Errorf("host %s: copy the agent there: %w", name, err))
 		}
-		if line, err = readMark(out, markRun); err != nil {
+		if line, err = readMark(out, markRun, markNoSudo); err != nil {
 			return fail(fmt.Errorf("host %s: copy the agent there: %w", name, err))
+		}
+		if strings.HasPrefix(line, markNoSudo) {
+			return c.noSudo(p, out, strings.TrimPrefix(line, markNoSudo+" "), o.AgentPath != "")
 		}
 		a.Installed = true
 	}
@@ -207,6 +246,48 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	}
 	p.Stdout = out
 	return a, nil
+}
+
+// ErrNoSudo marks a host whose sudo would not run the agent as root without a
+// password.
+var ErrNoSudo = errors.New("sudo refused the agent")
+
+// noSudo is the error for a host whose `sudo -n -l AGENT agent` failed: the host,
+// the user, sudo's own words (the rest of out) and the sudoers line that allows the
+// agent. The agent has not started, so nothing on any host was changed.
+func (c *Conn) noSudo(p *Process, out io.Reader, userPath string, own bool) (*Agent, error) {
+	defer p.Close()
+	user, path, _ := strings.Cut(userPath, " ")
+	b, _ := io.ReadAll(io.LimitReader(out, 4096)) // the script exits after them; the watchdog bounds the wait
+	said := strings.Join(strings.Fields(string(b)), " ")
+	if said == "" {
+		said = "(it said nothing)"
+	}
+	if user == "" {
+		user = c.Target.User
+	}
+	return nil, fmt.Errorf("host %s: %w: the agent is to run as root through `sudo -n` (the host logs in as %s), and sudo "+
+		"said: %s. Nothing was changed on any host. Allow the agent without a password, with visudo -f "+
+		"/etc/sudoers.d/bloatbench on the host:\n    %s\nor log in as root (the inventory's ssh: root@...)",
+		c.Target.Name, ErrNoSudo, user, said, SudoersLine(user, path, own))
+}
+
+// SudoersLine is the sudoers rule that lets user run the agent at path as root
+// without a password, with the one argument the bootstrap gives it: every agent
+// bloatbench installs in that cache folder (one per version, so an upgrade needs no
+// new rule), or, when own (agent_path), that binary. A glob over a folder the user
+// writes lets the user run anything as root; so does the agent itself, whose exec
+// op runs any command the controller sends, whatever binary the rule pins (sudo's
+// sha256: digests included). Either way the rule is root for the user: give it only
+// to a user you would give root.
+func SudoersLine(user, path string, own bool) string {
+	cmd := path
+	if !own {
+		if i := strings.LastIndex(path, "/"); i >= 0 {
+			cmd = path[:i+1] + "agent-*"
+		}
+	}
+	return fmt.Sprintf("%s ALL=(root) NOPASSWD: %s agent", user, cmd)
 }
 
 // sshCommand is the OpenSSH command line that reaches the target, for messages.

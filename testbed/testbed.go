@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/remote"
 )
 
 // StateDir holds one folder per lab: its keys, sshd files and state.
@@ -44,6 +46,15 @@ type Options struct {
 	GSO   string // "off" turns GSO, TSO and GRO off on the test link
 	// Queues is the test link's number of tx and rx queues.
 	Queues int
+	// User is the lab's SSH login ("" = root): a system user made when missing,
+	// the only one the lab's sshd lets in, whose HOME the lab's home is. With Sudo it
+	// may run the agent as root through sudo without a password (a drop-in in
+	// /etc/sudoers.d for this lab only); without, it has no sudo rights of the lab's.
+	User string `json:"user,omitempty"`
+	Sudo bool   `json:"sudo,omitempty"`
+	// IPv6 adds an IPv6 address (2001:2:0:N::1 and ::2/64, RFC 5180's benchmarking
+	// range) to each end of the test link, and the inventory's test_ip is that one.
+	IPv6 bool `json:"ipv6,omitempty"`
 }
 
 // Lab is a lab that is up.
@@ -54,6 +65,10 @@ type Lab struct {
 	Options   Options `json:"options"`
 	Inventory string  `json:"inventory"`
 	Hosts     []Node  `json:"hosts"`
+	// UserCreated says testbed up made Options.User: down removes it when no other
+	// lab uses it. Sudoers is the lab's drop-in, removed by down.
+	UserCreated bool   `json:"user_created,omitempty"`
+	Sudoers     string `json:"sudoers,omitempty"`
 	// VM and VMOptions are set for a VM lab (testbed up --vm).
 	VM        *VMState   `json:"vm,omitempty"`
 	VMOptions *VMOptions `json:"vm_options,omitempty"`
@@ -67,6 +82,7 @@ type Node struct {
 	HostIP  string `json:"host_ip"`  // the host's end of the management link
 	HostDev string `json:"host_dev"` // the host's end of the management link
 	TestIP  string `json:"test_ip"`
+	TestIP6 string `json:"test_ip6,omitempty"`
 }
 
 // The lab uses RFC 2544's benchmarking range, 198.18.0.0/15: the test link of lab n
@@ -74,14 +90,15 @@ type Node struct {
 func plan(n int) []Node {
 	return []Node{
 		{Role: "client", NetNS: fmt.Sprintf("bb%d-client", n), HostIP: fmt.Sprintf("198.19.%d.1", n), MgmtIP: fmt.Sprintf("198.19.%d.2", n),
-			HostDev: fmt.Sprintf("bb%dmc", n), TestIP: fmt.Sprintf("198.18.%d.1", n)},
+			HostDev: fmt.Sprintf("bb%dmc", n), TestIP: fmt.Sprintf("198.18.%d.1", n), TestIP6: fmt.Sprintf("2001:2:0:%x::1", n)},
 		{Role: "server", NetNS: fmt.Sprintf("bb%d-server", n), HostIP: fmt.Sprintf("198.19.%d.5", n), MgmtIP: fmt.Sprintf("198.19.%d.6", n),
-			HostDev: fmt.Sprintf("bb%dms", n), TestIP: fmt.Sprintf("198.18.%d.2", n)},
+			HostDev: fmt.Sprintf("bb%dms", n), TestIP: fmt.Sprintf("198.18.%d.2", n), TestIP6: fmt.Sprintf("2001:2:0:%x::2", n)},
 	}
 }
 
 var (
 	rateRE  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$`)
+	userRE  = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	queueRE = regexp.MustCompile(`^(pfifo|bfifo):([0-9]+)$`)
 )
 
@@ -98,6 +115,12 @@ func (o Options) Check() error {
 	}
 	if o.Queues < 0 || o.Queues > 64 {
 		return fmt.Errorf("--queues %d: from 1 to 64", o.Queues)
+	}
+	if o.User != "" && (!userRE.MatchString(o.User) || o.User == "root") {
+		return fmt.Errorf("--user %q: a user name (lower-case letters, digits, _ and -, at most 32) other than root, which is the lab's login without --user", o.User)
+	}
+	if o.Sudo && o.User == "" {
+		return errors.New("--sudo is for a --user: root needs no sudo")
 	}
 	return nil
 }
@@ -117,9 +140,15 @@ func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
 	if o.GSO != "" {
 		tools = append(tools, "ethtool")
 	}
+	if o.User != "" {
+		tools = append(tools, "useradd")
+	}
+	if o.Sudo {
+		tools = append(tools, "sudo", "visudo")
+	}
 	for _, t := range tools {
 		if _, err := lookPath(t); err != nil {
-			return nil, fmt.Errorf("the local lab needs %s: install it (apt-get install iproute2 openssh-server ethtool)", t)
+			return nil, fmt.Errorf("the local lab needs %s: install it (apt-get install iproute2 openssh-server ethtool sudo)", t)
 		}
 	}
 	n, dir, err := claim("bb", MaxLabs, func(n int) string { return plan(n)[0].NetNS })
@@ -127,10 +156,11 @@ func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
 		return nil, err
 	}
 	lab = &Lab{Name: fmt.Sprintf("bb%d", n), Index: n, Dir: dir, Options: o, Hosts: plan(n)}
+	built := lab // the error returns below set lab to nil
 	defer func() {
 		if err != nil {
 			// Leave nothing half-built behind.
-			lab.down(context.WithoutCancel(ctx))
+			built.down(context.WithoutCancel(ctx))
 		}
 	}()
 	if err := lab.save(); err != nil {
@@ -217,7 +247,15 @@ func (l *Lab) links(ctx context.Context) error {
 			[]string{"ip", "-n", h.n.NetNS, "link", "set", "lo", "up"},
 			[]string{"ip", "-n", h.n.NetNS, "link", "set", "mgmt0", "up"},
 			[]string{"ip", "-n", h.n.NetNS, "link", "set", TestDev, "up"},
+			// A new namespace lets no group use ICMP sockets; hosts (systemd's
+			// sysctl defaults) let every group: a login that is not root pings too.
+			[]string{"ip", "netns", "exec", h.n.NetNS, "sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"},
 		)
+		if l.Options.IPv6 {
+			steps = append(steps,
+				[]string{"ip", "netns", "exec", h.n.NetNS, "sysctl", "-q", "-w", "net.ipv6.conf." + TestDev + ".disable_ipv6=0"},
+				[]string{"ip", "-n", h.n.NetNS, "-6", "addr", "add", h.n.TestIP6 + "/64", "dev", TestDev, "nodad"})
+		}
 		if l.Options.GSO == "off" {
 			steps = append(steps, []string{"ip", "netns", "exec", h.n.NetNS, "ethtool", "-K", TestDev, "gso", "off", "tso", "off", "gro", "off"})
 		}
@@ -275,6 +313,13 @@ func (l *Lab) sshd(ctx context.Context) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("create the lab's home: %w", err)
 	}
+	login := "root"
+	if u := l.Options.User; u != "" {
+		login = u
+		if err := l.user(ctx, home); err != nil {
+			return err
+		}
+	}
 	var known []string
 	for _, h := range l.Hosts {
 		keyFile := filepath.Join(l.Dir, h.Role+"_host_ed25519_key")
@@ -289,9 +334,9 @@ func (l *Lab) sshd(ctx context.Context) error {
 			"Port 22",
 			"HostKey " + keyFile,
 			"PidFile " + filepath.Join(l.Dir, h.Role+"_sshd.pid"),
-			// One authorized_keys for the lab, and only root may use it.
+			// One authorized_keys for the lab, and only its login may use it.
 			"AuthorizedKeysFile " + filepath.Join(l.Dir, "authorized_keys"),
-			"AllowUsers root",
+			"AllowUsers " + login,
 			"PermitRootLogin prohibit-password",
 			"PasswordAuthentication no",
 			"KbdInteractiveAuthentication no",
@@ -320,7 +365,14 @@ func (l *Lab) sshd(ctx context.Context) error {
 func (l *Lab) writeInventory() error {
 	inv := &inventory.Inventory{Hosts: map[string]*inventory.Host{}, Client: "client", Server: "server", Testbed: l.Name}
 	for _, h := range l.Hosts {
-		inv.Hosts[h.Role] = &inventory.Host{SSH: "root@" + h.MgmtIP, TestIP: h.TestIP,
+		login, ip := "root", h.TestIP
+		if l.Options.User != "" {
+			login = l.Options.User
+		}
+		if l.Options.IPv6 {
+			ip = h.TestIP6
+		}
+		inv.Hosts[h.Role] = &inventory.Host{SSH: login + "@" + h.MgmtIP, TestIP: ip,
 			IdentityFile: filepath.Join(l.Dir, "id_ed25519"), KnownHosts: filepath.Join(l.Dir, "known_hosts")}
 		inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: h.Role, Dev: TestDev})
 	}
@@ -334,8 +386,82 @@ func (l *Lab) writeInventory() error {
 	if l.Options.GSO == "off" {
 		shape += ", gso/tso/gro off"
 	}
+	if l.Options.IPv6 {
+		shape += fmt.Sprintf(", dual-stack: test_ip is IPv6, IPv4 is %s and %s", l.Hosts[0].TestIP, l.Hosts[1].TestIP)
+	}
+	if u := l.Options.User; u != "" {
+		shape += ", login " + u
+		if l.Options.Sudo {
+			shape += " with passwordless sudo for the agent"
+		} else {
+			shape += " without sudo"
+		}
+	}
 	comment := fmt.Sprintf("# Local lab %s (%s), written by `bloatbench testbed up`.\n# `bloatbench testbed down -H %s` removes it.\n", l.Name, shape, filepath.Base(l.Inventory))
 	return inv.Write(l.Inventory, comment)
+}
+
+// user prepares the lab's login that is not root: the system user (made when
+// missing), the lab's folder open to it for the way to its home, the home and the
+// authorized_keys its own (sshd reads that file as the user), and with Sudo the
+// lab's sudoers drop-in.
+func (l *Lab) user(ctx context.Context, home string) error {
+	name := l.Options.User
+	u, err := user.Lookup(name)
+	if err != nil {
+		// A password of "*" matches none, but unlike useradd's "!" it does not lock
+		// the account: sshd without PAM refuses locked accounts, keys or not.
+		if err := run(ctx, "useradd", "--system", "--shell", "/bin/sh", "--home-dir", home, "--no-create-home", "--password", "*", name); err != nil {
+			return err
+		}
+		l.UserCreated = true
+		if err := l.save(); err != nil {
+			return err
+		}
+		if u, err = user.Lookup(name); err != nil {
+			return fmt.Errorf("user %s: %w", name, err)
+		}
+	}
+	// OpenSSH takes a password field that starts with "!" for a locked account.
+	if out, err := exec.CommandContext(ctx, "getent", "shadow", name).Output(); err == nil {
+		if f := strings.Split(string(out), ":"); len(f) > 1 && strings.HasPrefix(f[1], "!") {
+			return fmt.Errorf("user %s's account is locked, and sshd refuses locked accounts even with a key: unlock it without "+
+				"giving it a password (usermod -p '*' %s), or choose another --user", name, name)
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for _, p := range []string{home, filepath.Join(l.Dir, "authorized_keys")} {
+		if err := os.Chown(p, uid, gid); err != nil {
+			return fmt.Errorf("give %s to %s: %w", p, name, err)
+		}
+	}
+	if err := os.Chmod(l.Dir, 0o711); err != nil {
+		return err
+	}
+	if !l.Options.Sudo {
+		return nil
+	}
+	// Only the agents in the lab's home, as root, without a password; sudo ignores
+	// files whose names have a dot until this one is checked and renamed.
+	rule := fmt.Sprintf("# bloatbench lab %s: `bloatbench testbed down` removes this file\n%s\n", l.Name,
+		remote.SudoersLine(name, filepath.Join(home, ".cache", "bloatbench", "agent"), false))
+	final := filepath.Join("/etc/sudoers.d", "bloatbench-"+l.Name)
+	tmp := final + ".new"
+	if err := os.WriteFile(tmp, []byte(rule), 0o440); err != nil {
+		return fmt.Errorf("write the lab's sudoers rule: %w", err)
+	}
+	visudo, _ := lookPath("visudo")
+	if err := run(ctx, visudo, "-c", "-q", "-f", tmp); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	l.Sudoers = final
+	return l.save()
 }
 
 func newKey(path string) (ssh.PublicKey, error) {
@@ -441,10 +567,40 @@ func (l *Lab) down(ctx context.Context) error {
 			run(ctx, "ip", "link", "del", tmp)
 		}
 	}
+	// The sudoers drop-in by its name, also when the state was never saved.
+	if sf := filepath.Join("/etc/sudoers.d", "bloatbench-"+l.Name); fileExists(sf) || fileExists(sf+".new") {
+		for _, f := range []string{sf, sf + ".new"} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if l.UserCreated && !userInOtherLab(l.Name, l.Options.User) {
+		if err := run(ctx, "userdel", l.Options.User); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := os.RemoveAll(l.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", l.Dir, err))
 	}
 	return errors.Join(errs...)
+}
+
+// userInOtherLab says whether a lab other than name logs in as user.
+func userInOtherLab(name, login string) bool {
+	entries, _ := os.ReadDir(StateDir)
+	for _, e := range entries {
+		if e.Name() == name {
+			continue
+		}
+		var o struct {
+			Options Options `json:"options"`
+		}
+		if b, err := os.ReadFile(filepath.Join(StateDir, e.Name(), "state.json")); err == nil && json.Unmarshal(b, &o) == nil && o.Options.User == login {
+			return true
+		}
+	}
+	return false
 }
 
 func run(ctx context.Context, args ...string) error {

@@ -46,7 +46,7 @@ func hostsCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				o := controller.Options{Inventory: inv, Dialer: d, Self: self, SelfHash: selfHash, Log: c.App.ErrWriter}
+				o := controller.Options{Inventory: inv, Dialer: d, Self: self, SelfHash: selfHash, Log: c.App.ErrWriter, ChangesDevices: len(setups) > 0}
 				if problems := controller.Check(c.Context, o, setups, c.App.Writer); len(problems) > 0 {
 					return fmt.Errorf("%d problem(s)", len(problems))
 				}

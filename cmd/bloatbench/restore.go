@@ -1,14 +1,63 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bloatbench/bloatbench/agent"
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 )
+
+// rootRunner is what runs a restore's commands as root on a host: the SSH
+// connection itself for a root login; for another login, an agent started through
+// sudo -n, as a run starts it (the host's inventory entry, sudo: included, is in the
+// journal). The agent ends when conn closes.
+func rootRunner(c *cli.Context, conn *remote.Conn, h *inventory.Host) (qdisc.Runner, error) {
+	sudo, err := h.UseSudo(conn.Target.User, true)
+	if err != nil || !sudo {
+		return conn, err
+	}
+	self, selfHash, err := selfBinary()
+	if err != nil {
+		return nil, err
+	}
+	proc, err := conn.StartAgent(c.Context, remote.AgentOptions{Self: self, SelfHash: selfHash, AgentPath: h.AgentPath, Sudo: true})
+	if err != nil {
+		return nil, err
+	}
+	cl := agent.NewClient(h.Name, proc.Stdout, proc.Stdin, quietHandler{})
+	ctx, cancel := context.WithTimeout(c.Context, conn.Target.CommandTimeout)
+	defer cancel()
+	if _, err := cl.Hello(ctx); err != nil {
+		return nil, fmt.Errorf("host %s: start the agent through sudo: %w", h.Name, err)
+	}
+	return agentRunner{cl, conn.Target.CommandTimeout}, nil
+}
+
+// agentRunner runs commands through an agent's exec op.
+type agentRunner struct {
+	c       *agent.Client
+	timeout time.Duration
+}
+
+func (a agentRunner) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
+	return a.c.Output(ctx, cmd, stdin, a.timeout)
+}
+
+// quietHandler drops what an agent sends unasked: a restore starts no job.
+type quietHandler struct{}
+
+func (quietHandler) Samples(string, map[string][]datafile.Sample) {}
+func (quietHandler) JobDone(string, string, error)                {}
+func (quietHandler) Log(string, string)                           {}
 
 func restoreCommand() *cli.Command {
 	return &cli.Command{
@@ -70,7 +119,10 @@ func restoreCommand() *cli.Command {
 						conn, err = d.DialTarget(c.Context, t)
 					}
 					if err == nil {
-						err = qdisc.Restore(c.Context, conn, st)
+						var r qdisc.Runner
+						if r, err = rootRunner(c, conn, h); err == nil {
+							err = qdisc.Restore(c.Context, r, st)
+						}
 						conn.Close()
 					}
 					if err != nil {

@@ -169,7 +169,9 @@ func runAction(c *cli.Context) error {
 		}
 		setups = append(setups, s)
 	}
-	// One SSH login and one agent per host for every run of the command.
+	// One SSH login and one agent per host for every run of the command; with setups,
+	// the bottleneck hosts' agents run as root (through sudo for a login that is not).
+	o.ChangesDevices = len(setups) > 0
 	sess, err := controller.Connect(c.Context, o)
 	if err != nil {
 		return err

@@ -20,7 +20,11 @@ func labFlags(prefix string) []cli.Flag {
 }
 
 func labOptions(c *cli.Context, prefix string) testbed.Options {
-	return testbed.Options{Rate: c.String(prefix + "rate"), Queue: c.String(prefix + "queue"), GSO: c.String(prefix + "gso"), Queues: c.Int(prefix + "queues")}
+	o := testbed.Options{Rate: c.String(prefix + "rate"), Queue: c.String(prefix + "queue"), GSO: c.String(prefix + "gso"), Queues: c.Int(prefix + "queues")}
+	if prefix == "" {
+		o.User, o.Sudo, o.IPv6 = c.String("user"), c.Bool("sudo"), c.Bool("ipv6")
+	}
+	return o
 }
 
 func testbedCommand() *cli.Command {
@@ -31,9 +35,10 @@ func testbedCommand() *cli.Command {
 			{
 				Name:  "up",
 				Usage: "create a client and a server namespace joined by a veth test link, each with its own sshd, and write an inventory (needs root)",
-				UsageText: "bloatbench testbed up [--out lab.yaml] [--rate RATE] [--queue pfifo:N|bfifo:BYTES] [--gso off]\n" +
+				UsageText: "bloatbench testbed up [--out lab.yaml] [--rate RATE] [--queue pfifo:N|bfifo:BYTES] [--gso off] [--ipv6] [--user NAME [--sudo]]\n" +
 					"   bloatbench testbed up --vm [--out vmlab.yaml] [--rate RATE] [--queues N] [--kernel DEB_OR_BZIMAGE] [--module KO]...\n\nExample:\n" +
 					"   bloatbench testbed up --out lab.yaml --rate 100mbit --queue bfifo:300000 --gso off\n   bloatbench run -H lab.yaml tcp_4down\n" +
+					"   bloatbench testbed up --out lab.yaml --rate 100mbit --ipv6 --user bench --sudo\n" +
 					"   bloatbench testbed up --vm --out vmlab.yaml --rate 20mbit\n" +
 					"   bloatbench run -H vmlab.yaml --setup mq+dualpi2 --setup mq+fq_codel -l 20 tcp_4down",
 				Flags: append([]cli.Flag{
@@ -43,6 +48,9 @@ func testbedCommand() *cli.Command {
 					&cli.StringSliceFlag{Name: "module", Usage: "with --vm: load this .ko in each guest at boot (repeatable), e.g. your qdisc"},
 					&cli.IntFlag{Name: "memory", Value: 512, Usage: "with --vm: MiB of memory per guest"},
 					&cli.BoolFlag{Name: "router", Usage: "with --vm: a third guest between client and server that forwards; the setups apply to its two devices, and no local sender's TCP small queues shapes its queue"},
+					&cli.StringFlag{Name: "user", Usage: "log in to the lab's hosts as this user, not root (a system user is made when missing; the lab's home becomes its)"},
+					&cli.BoolFlag{Name: "sudo", Usage: "with --user: let the user run the agent as root through sudo without a password (a rule in /etc/sudoers.d for this lab only, removed by testbed down)"},
+					&cli.BoolFlag{Name: "ipv6", Usage: "dual-stack test link: 2001:2:0:N::1 and ::2/64 beside the IPv4 addresses; the inventory's test_ip is the IPv6 one"},
 				}, labFlags("")...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("vm") {
@@ -105,6 +113,11 @@ func testbedCommand() *cli.Command {
 }
 
 func vmUp(c *cli.Context) error {
+	for _, f := range []string{"user", "sudo", "ipv6"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--%s is for the local lab (the VM lab logs in as root over IPv4)", f)
+		}
+	}
 	for _, f := range []string{"queue", "gso"} {
 		if c.IsSet(f) {
 			return fmt.Errorf("--%s is for the local lab; in the VM lab a setup chooses queues and offloads (--setup, inventory setups:)", f)
