@@ -10,8 +10,10 @@ import (
 	"github.com/bloatbench/bloatbench/runners"
 )
 
-// ProtocolVersion changes when either side could misread the other.
-const ProtocolVersion = 1
+// ProtocolVersion changes when either side could misread the other. 2: jobs carry
+// their start time (an agent of 1 would start them at once); ping's reply says where
+// its timestamps come from.
+const ProtocolVersion = 2
 
 // Operations a request can ask for.
 const (
@@ -87,4 +89,7 @@ type Message struct {
 	Batch   map[string][]datafile.Sample `json:"batch,omitempty"`
 	Message string                       `json:"message,omitempty"`
 	Exec    *ExecResult                  `json:"exec,omitempty"`
+	// Timestamps answers a ping request: where the probe's times will come from
+	// (datafile.StampsKernel, ...), with the details in Message.
+	Timestamps string `json:"timestamps,omitempty"`
 }

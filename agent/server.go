@@ -143,7 +143,25 @@ func (s *Server) handle(ctx context.Context, req Request) {
 	case OpStreams:
 		s.startJob(ctx, req, req.Streams != nil, func(jctx context.Context) error { return runners.RunStreams(jctx, *req.Streams, s.emit) })
 	case OpPing:
-		s.startJob(ctx, req, req.Ping != nil, func(jctx context.Context) error { return runners.RunPing(jctx, *req.Ping, s.emit) })
+		if req.Ping == nil {
+			s.reply(req, Message{}, errors.New("ping: no spec"))
+			return
+		}
+		// The socket opens before the answer: a host that allows no ICMP socket
+		// fails the start, and the answer says what stamps the probes get.
+		pg, err := runners.OpenPing(*req.Ping)
+		if err != nil {
+			s.reply(req, Message{}, err)
+			return
+		}
+		pg.Warn = func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) }
+		jctx, ok := s.addJob(ctx, req)
+		if !ok {
+			pg.Close()
+			return
+		}
+		s.reply(req, Message{Timestamps: pg.Timestamps(), Message: pg.Describe()}, nil)
+		s.runJob(req.Job, func() error { return pg.Run(jctx, s.emit) })
 	case OpQdisc:
 		s.startJob(ctx, req, req.Qdisc != nil, func(jctx context.Context) error { return runners.RunQdiscStats(jctx, *req.Qdisc, s.emit) })
 	case OpExec:

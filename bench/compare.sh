@@ -4,7 +4,7 @@
 #   - TCP throughput and CPU: bloatbench tcp_4down vs iperf3 -P 4 -R (both download,
 #     4 streams, unshaped veth, so both are bound by CPU: throughput per CPU second
 #     says how much of the machine each tool's own work takes);
-#   - idle ICMP RTT: bloatbench's pro-bing ping vs fping, run at the same time.
+#   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, run at the same time.
 # Usage: bash bench/compare.sh [SECONDS] [ROUNDS]   (as root; make bench builds first)
 set -euo pipefail
 cd "$(dirname "$0")/.."

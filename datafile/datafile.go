@@ -38,6 +38,18 @@ const (
 	KindBQL   = "bql"   // a tx queue's BQL inflight or limit
 )
 
+// Where a ping series' times come from (Series.Timestamps).
+const (
+	// StampsKernel: the kernel's software stamps both ways, the send stamp taken as
+	// the probe enters the packet scheduler (SO_TIMESTAMPING TX_SCHED).
+	StampsKernel = "kernel"
+	// StampsKernelRX: the kernel's receive stamps; send times taken in user space
+	// just before sendto.
+	StampsKernelRX = "kernel-rx"
+	// StampsUser: both taken in user space, around sendto and after recvmsg.
+	StampsUser = "user"
+)
+
 // Metadata describes one run. Times are Unix seconds on the controller's clock.
 type Metadata struct {
 	Test        string            `json:"test"`
@@ -122,6 +134,10 @@ type Series struct {
 	Flow      int    `json:"flow,omitempty"`
 	CC        string `json:"cc,omitempty"`
 	Target    string `json:"target,omitempty"`
+	// Timestamps says, for a ping series, where its probes' send and receive times
+	// come from: StampsKernel, StampsKernelRX or StampsUser. Files written before it
+	// existed (pro-bing) have none: their times were taken in user space.
+	Timestamps string `json:"timestamps,omitempty"`
 	// Counter is set for statistics that count since the qdisc was made: reports
 	// use their per-step deltas.
 	Counter bool `json:"counter,omitempty"`

@@ -3,13 +3,10 @@ package runners
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
-
-	probing "github.com/prometheus-community/pro-bing"
 
 	"github.com/bloatbench/bloatbench/datafile"
 )
@@ -17,10 +14,13 @@ import (
 // PingSpec runs ICMP echo from this host to Target.
 type PingSpec struct {
 	Series   string  `json:"series"`
-	Target   string  `json:"target"`
+	Target   string  `json:"target"`   // an IPv4 or IPv6 address
 	Interval float64 `json:"interval"` // seconds between probes
 	Duration float64 `json:"duration"` // seconds of probing
 	Size     int     `json:"size,omitempty"`
+	// Start is when the first probe goes, Unix seconds on this host's clock (the
+	// controller converts the run's t0 with the offset it estimated); 0 = at once.
+	Start float64 `json:"start,omitempty"`
 }
 
 // MinPingInterval is the shortest probe interval accepted.
@@ -29,65 +29,168 @@ const MinPingInterval = 0.01
 // lossWait is how long after the last probe a reply may still come.
 const lossWait = time.Second
 
+// defaultPingSize is the echo payload in bytes, iputils' and fping's default.
+const defaultPingSize = 56
+
+// Pinger is an ICMP prober with its socket open: what timestamps it gets is known
+// before its first probe.
+type Pinger struct {
+	spec PingSpec
+	p    *prober
+	// Warn, if set, receives what is worth a line in the data file (replies that
+	// lacked the kernel's stamps).
+	Warn func(msg string)
+}
+
+// OpenPing checks the spec and opens the socket.
+func OpenPing(spec PingSpec) (*Pinger, error) { return openPing(kernel{}, spec) }
+
+func openPing(sys sysCalls, spec PingSpec) (*Pinger, error) {
+	if spec.Interval < MinPingInterval {
+		return nil, fmt.Errorf("ping interval %gs is below the minimum %gs", spec.Interval, MinPingInterval)
+	}
+	target, err := netip.ParseAddr(spec.Target)
+	if err != nil {
+		return nil, fmt.Errorf("ping target %q is not an IP address", spec.Target)
+	}
+	size := spec.Size
+	if size <= 0 {
+		size = defaultPingSize
+	}
+	p, err := openICMP(sys, target, size, time.Duration(spec.Interval*float64(time.Second)))
+	if err != nil {
+		return nil, fmt.Errorf("ping %s: %w", spec.Target, err)
+	}
+	return &Pinger{spec: spec, p: p}, nil
+}
+
+// Timestamps is the data file's name for where its times come from
+// (datafile.StampsKernel, StampsKernelRX or StampsUser).
+func (pg *Pinger) Timestamps() string { return pg.p.stamps.label() }
+
+// Describe says where its times come from, in words.
+func (pg *Pinger) Describe() string {
+	kind := "unprivileged ICMP socket"
+	if pg.p.raw {
+		kind = "raw ICMP socket"
+	}
+	if pg.p.v6 {
+		kind += " (ICMPv6)"
+	}
+	return kind + "; " + pg.p.stamps.describe()
+}
+
+// Close releases the socket of a Pinger that will not Run.
+func (pg *Pinger) Close() { pg.p.close() }
+
 // RunPing probes Target every Interval for Duration and emits one sample per reply
 // (its RTT in ms, at the time the reply arrived) and one per probe that got none
 // (Lost, at the time it was sent).
 func RunPing(ctx context.Context, spec PingSpec, emit Emit) error {
-	if spec.Interval < MinPingInterval {
-		return fmt.Errorf("ping interval %gs is below the minimum %gs", spec.Interval, MinPingInterval)
+	pg, err := OpenPing(spec)
+	if err != nil {
+		return err
 	}
-	if net.ParseIP(spec.Target) == nil {
-		return fmt.Errorf("ping target %q is not an IP address", spec.Target)
-	}
-	p := probing.New(spec.Target)
+	return pg.Run(ctx, emit)
+}
+
+// Run sends the probes from Start on (probe k at Start + k*Interval, on the
+// monotonic clock, so they never drift), waits for their replies until Duration
+// plus a second after Start, then records the unanswered ones as lost. It closes the
+// socket. A context that ends stops it without recording losses.
+func (pg *Pinger) Run(ctx context.Context, emit Emit) error {
+	defer pg.p.close()
+	spec := pg.spec
 	interval := time.Duration(spec.Interval * float64(time.Second))
-	count := int(spec.Duration/spec.Interval + 0.5)
-	if count < 1 {
-		count = 1
-	}
-	p.Interval = interval
-	p.Count = count
-	p.Timeout = time.Duration(spec.Duration*float64(time.Second)) + lossWait
-	p.RecordRtts = false
-	p.RecordTTLs = false
-	if spec.Size > 0 {
-		p.Size = spec.Size
-	}
-	// Raw ICMP sockets need root (or CAP_NET_RAW); otherwise use the kernel's
-	// unprivileged ICMP sockets, which net.ipv4.ping_group_range must allow.
-	p.SetPrivileged(os.Geteuid() == 0)
+	count := max(int(spec.Duration/spec.Interval+0.5), 1)
+	start := startTime(spec.Start)
+	deadline := start.Add(time.Duration(spec.Duration*float64(time.Second)) + lossWait)
+
 	var mu sync.Mutex
-	sent := map[int]time.Time{}
-	p.OnSend = func(pkt *probing.Packet) {
-		mu.Lock()
-		sent[pkt.Seq] = time.Now()
-		mu.Unlock()
+	answered, sentAll := 0, false
+	allIn := make(chan struct{})
+	var fellBack [2]int // replies without the kernel's receive, send stamp
+	recvErr := make(chan error, 1)
+	go func() {
+		recvErr <- pg.p.receive(func(r reply) {
+			emit(spec.Series, datafile.Sample{T: unix(r.at), V: float64(r.rtt) / float64(time.Millisecond), Seq: r.k})
+			mu.Lock()
+			defer mu.Unlock()
+			if !r.kernelRX && pg.p.stamps.rx != "" {
+				fellBack[0]++
+			}
+			if !r.kernelTX && pg.p.stamps.tx {
+				fellBack[1]++
+			}
+			answered++
+			if sentAll && answered == count {
+				close(allIn)
+			}
+		})
+	}()
+	stopReceiving := func() error {
+		pg.p.stop()
+		return <-recvErr
 	}
-	p.OnRecv = func(pkt *probing.Packet) {
-		now := time.Now()
-		mu.Lock()
-		_, ok := sent[pkt.Seq]
-		delete(sent, pkt.Seq)
-		mu.Unlock()
-		if ok {
-			emit(spec.Series, datafile.Sample{T: unix(now), V: float64(pkt.Rtt) / float64(time.Millisecond), Seq: pkt.Seq})
+
+	var sendErr error
+	failed := 0
+	for k := 0; k < count; k++ {
+		if err := sleepUntil(ctx, start.Add(time.Duration(k)*interval)); err != nil {
+			stopReceiving()
+			return nil
+		}
+		if err := pg.p.send(k); err != nil {
+			// The probe is lost (a link down is a measurement, not a failure).
+			if sendErr == nil {
+				sendErr = err
+			}
+			failed++
 		}
 	}
-	if err := p.RunWithContext(ctx); err != nil {
-		return fmt.Errorf("ping %s: %w (raw ICMP needs root or CAP_NET_RAW; unprivileged ping needs net.ipv4.ping_group_range)", spec.Target, err)
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
 	mu.Lock()
-	defer mu.Unlock()
-	seqs := make([]int, 0, len(sent))
-	for seq := range sent {
-		seqs = append(seqs, seq)
+	sentAll = true
+	if answered == count {
+		close(allIn)
+	}
+	mu.Unlock()
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		stopReceiving()
+		return nil
+	case err := <-recvErr:
+		return fmt.Errorf("ping %s: %w", spec.Target, err)
+	case <-allIn:
+	case <-timer.C:
+	}
+	if err := stopReceiving(); err != nil {
+		return fmt.Errorf("ping %s: %w", spec.Target, err)
+	}
+	lost := pg.p.unanswered()
+	seqs := make([]int, 0, len(lost))
+	for k := range lost {
+		seqs = append(seqs, k)
 	}
 	sort.Ints(seqs)
-	for _, seq := range seqs {
-		emit(spec.Series, datafile.Sample{T: unix(sent[seq]), Seq: seq, Lost: true})
+	for _, k := range seqs {
+		emit(spec.Series, datafile.Sample{T: unix(lost[k]), Seq: k, Lost: true})
+	}
+	if failed == count {
+		return fmt.Errorf("ping %s: every probe failed to send: %w", spec.Target, sendErr)
+	}
+	if pg.Warn != nil {
+		if fellBack[0] > 0 {
+			pg.Warn(fmt.Sprintf("ping %s: %d of %d replies came without the kernel's receive timestamp; their receive times were taken in user space", spec.Target, fellBack[0], answered))
+		}
+		if fellBack[1] > 0 {
+			pg.Warn(fmt.Sprintf("ping %s: %d of %d probes got no kernel send timestamp; their send times were taken in user space before sendto", spec.Target, fellBack[1], answered))
+		}
+		if failed > 0 {
+			pg.Warn(fmt.Sprintf("ping %s: %d of %d probes could not be sent (recorded as lost): %v", spec.Target, failed, count, sendErr))
+		}
 	}
 	return nil
 }

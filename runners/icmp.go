@@ -1,0 +1,404 @@
+package runners
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	linux "golang.org/x/sys/unix"
+)
+
+// sysCalls is what the ICMP prober asks of the kernel. Tests give it a fake that
+// overrides one method to reach an error path without root (pro-bing's packetConn
+// pattern).
+type sysCalls interface {
+	socket(domain, typ, proto int) (int, error)
+	setsockoptInt(fd, level, opt, value int) error
+	sendto(fd int, b []byte, to linux.Sockaddr) error
+	recvmsg(fd int, p, oob []byte, flags int) (n, oobn int, err error)
+}
+
+// kernel is the real thing.
+type kernel struct{}
+
+func (kernel) socket(domain, typ, proto int) (int, error) { return linux.Socket(domain, typ, proto) }
+func (kernel) setsockoptInt(fd, level, opt, value int) error {
+	return linux.SetsockoptInt(fd, level, opt, value)
+}
+func (kernel) sendto(fd int, b []byte, to linux.Sockaddr) error { return linux.Sendto(fd, b, 0, to) }
+func (kernel) recvmsg(fd int, p, oob []byte, flags int) (int, int, error) {
+	n, oobn, _, _, err := linux.Recvmsg(fd, p, oob, flags)
+	return n, oobn, err
+}
+
+// payloadHead is the start of every probe's payload: a cookie of this prober and the
+// probe's index, so a reply is matched to its probe exactly, past 65536 probes, and
+// another program's echo replies (a raw socket sees them all) are not taken for ours.
+const payloadHead = 16
+
+// prober is one ICMP echo socket to one target. Probes are numbered from 0 by the
+// caller; the ICMP sequence number is the index modulo 65536.
+type prober struct {
+	sys    sysCalls
+	fd     int
+	wake   int // an eventfd that ends receive
+	v6     bool
+	raw    bool // a raw socket (else the kernel's unprivileged "ping" socket)
+	id     int
+	to     linux.Sockaddr
+	stamps stamping
+	cookie [8]byte
+	size   int
+	// interval bounds how long after a send its kernel stamp may be taken.
+	interval time.Duration
+
+	mu       sync.Mutex
+	pending  map[int]*probe
+	lastSent int
+	closed   bool
+}
+
+// probe is one echo request in flight.
+type probe struct {
+	sent time.Time // user space, just before sendto
+	tx   time.Time // the kernel's, once its stamp has been read
+}
+
+// reply is an answered probe: its index, when the reply came, and its RTT, with where
+// the two stamps came from.
+type reply struct {
+	k        int
+	at       time.Time
+	rtt      time.Duration
+	kernelRX bool
+	kernelTX bool
+}
+
+// openICMP opens an echo socket to target: the unprivileged ICMP socket when
+// net.ipv4.ping_group_range allows this process's group, else a raw socket (root or
+// CAP_NET_RAW). When neither opens, the error says what is missing.
+func openICMP(sc sysCalls, target netip.Addr, size int, interval time.Duration) (*prober, error) {
+	p := &prober{sys: sc, v6: target.Is6() && !target.Is4In6(), size: size, interval: interval, pending: map[int]*probe{}, lastSent: -1}
+	domain, proto := linux.AF_INET, linux.IPPROTO_ICMP
+	if p.v6 {
+		domain, proto = linux.AF_INET6, linux.IPPROTO_ICMPV6
+		sa := &linux.SockaddrInet6{Addr: target.As16()}
+		if z := target.Zone(); z != "" {
+			return nil, fmt.Errorf("ping target %s: a zoned (link-local) address is not supported: use a global or ULA address", target)
+		}
+		p.to = sa
+	} else {
+		p.to = &linux.SockaddrInet4{Addr: target.Unmap().As4()}
+	}
+	fd, dgramErr := sc.socket(domain, linux.SOCK_DGRAM|linux.SOCK_CLOEXEC, proto)
+	if dgramErr != nil {
+		var rawErr error
+		fd, rawErr = sc.socket(domain, linux.SOCK_RAW|linux.SOCK_CLOEXEC, proto)
+		if rawErr != nil {
+			return nil, socketError(p.v6, dgramErr, rawErr)
+		}
+		p.raw = true
+	}
+	p.fd = fd
+	wake, err := linux.Eventfd(0, linux.EFD_CLOEXEC|linux.EFD_NONBLOCK)
+	if err != nil {
+		linux.Close(fd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	p.wake = wake
+	if p.raw {
+		var id [2]byte
+		rand.Read(id[:])
+		p.id = int(binary.BigEndian.Uint16(id[:]))
+		p.filterEchoReplies()
+	}
+	rand.Read(p.cookie[:])
+	p.stamps = enableStamps(sc, fd)
+	return p, nil
+}
+
+// socketError explains why no ICMP socket opened: the sysctl for unprivileged ICMP
+// sockets, and the capability for raw ones.
+func socketError(v6 bool, dgramErr, rawErr error) error {
+	family := "ICMP"
+	if v6 {
+		family = "ICMPv6"
+	}
+	var why []string
+	if errors.Is(dgramErr, linux.EACCES) || errors.Is(dgramErr, linux.EPERM) {
+		rng := "unreadable"
+		if b, err := os.ReadFile("/proc/sys/net/ipv4/ping_group_range"); err == nil {
+			rng = strings.Join(strings.Fields(string(b)), " ")
+		}
+		why = append(why, fmt.Sprintf("unprivileged %s sockets: %v (group %d is outside net.ipv4.ping_group_range, now %q: sysctl -w net.ipv4.ping_group_range=\"0 2147483647\")",
+			family, dgramErr, os.Getegid(), rng))
+	} else {
+		why = append(why, fmt.Sprintf("unprivileged %s sockets: %v", family, dgramErr))
+	}
+	if errors.Is(rawErr, linux.EPERM) || errors.Is(rawErr, linux.EACCES) {
+		why = append(why, fmt.Sprintf("raw %s sockets: %v (they need root or CAP_NET_RAW: run the agent as root, or setcap cap_net_raw+ep on it)", family, rawErr))
+	} else {
+		why = append(why, fmt.Sprintf("raw %s sockets: %v", family, rawErr))
+	}
+	if errors.Is(dgramErr, linux.EAFNOSUPPORT) && errors.Is(rawErr, linux.EAFNOSUPPORT) {
+		why = append(why, "IPv6 is disabled on this host (net.ipv6.conf.all.disable_ipv6, or ipv6.disable=1)")
+	}
+	return fmt.Errorf("cannot open an %s socket: %s", family, strings.Join(why, "; "))
+}
+
+// filterEchoReplies asks the kernel to pass a raw socket echo replies only, so that
+// a busy host's other ICMP never wakes us. Best effort: we check the type anyway.
+func (p *prober) filterEchoReplies() {
+	if p.v6 {
+		var f linux.ICMPv6Filter
+		for i := range f.Data {
+			f.Data[i] = ^uint32(0) // a set bit blocks its type
+		}
+		t := int(ipv6.ICMPTypeEchoReply)
+		f.Data[t>>5] &^= 1 << (t & 31)
+		linux.SetsockoptICMPv6Filter(p.fd, linux.SOL_ICMPV6, linux.ICMPV6_FILTER, &f)
+		return
+	}
+	p.sys.setsockoptInt(p.fd, linux.SOL_RAW, linux.ICMP_FILTER, -2 /* ^uint32(1): only type 0, echo reply, passes */)
+}
+
+// send sends probe k. The probe is pending before the packet leaves, so a reply that
+// beats sendto's return (loopback) finds it.
+func (p *prober) send(k int) error {
+	payload := make([]byte, max(p.size, payloadHead))
+	copy(payload, p.cookie[:])
+	binary.BigEndian.PutUint64(payload[8:], uint64(k))
+	var typ icmp.Type = ipv4.ICMPTypeEcho
+	if p.v6 {
+		typ = ipv6.ICMPTypeEchoRequest
+	}
+	// The kernel sets the identifier of an unprivileged socket's echo, and ICMPv6's
+	// checksum.
+	b, err := (&icmp.Message{Type: typ, Body: &icmp.Echo{ID: p.id, Seq: k & 0xffff, Data: payload}}).Marshal(nil)
+	if err != nil {
+		return err
+	}
+	pr := &probe{}
+	p.mu.Lock()
+	p.pending[k] = pr
+	p.lastSent = k
+	pr.sent = time.Now()
+	p.mu.Unlock()
+	if err := p.sys.sendto(p.fd, b, p.to); err != nil {
+		return fmt.Errorf("send echo request %d: %w", k, err)
+	}
+	return nil
+}
+
+// forget takes probe k off the pending set (lost, or its send failed) and returns
+// when it was sent.
+func (p *prober) forget(k int) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr, ok := p.pending[k]
+	delete(p.pending, k)
+	if !ok {
+		return time.Time{}, false
+	}
+	return pr.sent, true
+}
+
+// unanswered lists the probes still pending and when each was sent.
+func (p *prober) unanswered() map[int]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int]time.Time, len(p.pending))
+	for k, pr := range p.pending {
+		out[k] = pr.sent
+	}
+	return out
+}
+
+// receive reads replies and send stamps until stop is called, calling got for every
+// reply to a pending probe (once: duplicates are dropped).
+func (p *prober) receive(got func(reply)) error {
+	buf := make([]byte, 65536)
+	oob := make([]byte, 1024)
+	fds := []linux.PollFd{{Fd: int32(p.fd), Events: linux.POLLIN}, {Fd: int32(p.wake), Events: linux.POLLIN}}
+	for {
+		if _, err := linux.Poll(fds, -1); err != nil {
+			if err == linux.EINTR {
+				continue
+			}
+			return fmt.Errorf("poll: %w", err)
+		}
+		if fds[1].Revents != 0 {
+			return nil
+		}
+		// Always drained: a message left on the error queue would wake poll forever.
+		p.readSendStamps()
+		for {
+			n, oobn, err := p.sys.recvmsg(p.fd, buf, oob, linux.MSG_DONTWAIT)
+			if err == linux.EINTR {
+				continue
+			}
+			if err == linux.EAGAIN {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("receive: %w", err)
+			}
+			now := time.Now()
+			if r, ok := p.match(buf[:n], oob[:oobn], now); ok {
+				got(r)
+			}
+		}
+	}
+}
+
+// stop ends receive.
+func (p *prober) stop() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	linux.Write(p.wake, one[:])
+}
+
+func (p *prober) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		linux.Close(p.fd)
+		linux.Close(p.wake)
+	}
+}
+
+// readSendStamps drains the error queue of the kernel's send stamps, giving each to
+// its probe.
+func (p *prober) readSendStamps() {
+	var buf [256]byte
+	oob := make([]byte, 512)
+	for {
+		_, oobn, err := p.sys.recvmsg(p.fd, buf[:], oob, linux.MSG_ERRQUEUE|linux.MSG_DONTWAIT)
+		if err == linux.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if t, ok := txStamp(oob[:oobn]); ok {
+			p.mu.Lock()
+			p.stampSend(t)
+			p.mu.Unlock()
+		}
+	}
+}
+
+// stampSend gives a send stamp to its probe: the latest one sent (by the user-space
+// clock, the same CLOCK_REALTIME) no later than the stamp, with no stamp yet. The
+// kernel takes it inside sendto, microseconds after; probes are 10 ms apart at least.
+// With p.mu held.
+func (p *prober) stampSend(t time.Time) {
+	const slack = time.Millisecond // clock reads on two CPUs
+	for k := p.lastSent; k >= 0 && k > p.lastSent-4; k-- {
+		pr := p.pending[k]
+		if pr == nil || !pr.tx.IsZero() {
+			continue
+		}
+		d := t.Sub(pr.sent.Round(0))
+		if d >= -slack && d < p.interval {
+			pr.tx = t
+			return
+		}
+	}
+}
+
+// match parses a received datagram: an echo reply to one of our pending probes
+// becomes a reply, with the kernel's stamps where it gave them.
+func (p *prober) match(b, oob []byte, now time.Time) (reply, bool) {
+	k, ok := p.parse(b)
+	if !ok {
+		return reply{}, false
+	}
+	p.mu.Lock()
+	pr := p.pending[k]
+	p.mu.Unlock()
+	if pr == nil {
+		return reply{}, false // a duplicate, or one given up on
+	}
+	if p.stamps.tx {
+		// Its send stamp was queued inside sendto, before the reply existed; it may
+		// still be unread if both came in one wake-up.
+		p.mu.Lock()
+		noTX := pr.tx.IsZero()
+		p.mu.Unlock()
+		if noTX {
+			p.readSendStamps()
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[k] != pr {
+		return reply{}, false
+	}
+	delete(p.pending, k)
+	r := reply{k: k, at: now}
+	tx := pr.sent
+	if !pr.tx.IsZero() {
+		tx, r.kernelTX = pr.tx, true
+	}
+	if p.stamps.rx != "" {
+		if t, ok := rxStamp(oob); ok {
+			r.at, r.kernelRX = t, true
+		}
+	}
+	r.rtt = r.at.Round(0).Sub(tx.Round(0))
+	if !r.kernelRX && !r.kernelTX {
+		r.rtt = now.Sub(pr.sent) // both user space: the monotonic clock
+	}
+	if r.rtt < 0 {
+		// The wall clock stepped between the two stamps: the monotonic user-space
+		// pair is the only one to trust.
+		r.at, r.rtt, r.kernelRX, r.kernelTX = now, now.Sub(pr.sent), false, false
+	}
+	return r, true
+}
+
+// parse reads an echo reply of ours and returns its probe's index.
+func (p *prober) parse(b []byte) (int, bool) {
+	proto := 1 // ICMP
+	if p.v6 {
+		proto = 58
+	}
+	if p.raw && !p.v6 {
+		// A raw IPv4 socket reads the IP header too.
+		h, err := ipv4.ParseHeader(b)
+		if err != nil || h.Len > len(b) {
+			return 0, false
+		}
+		b = b[h.Len:]
+	}
+	m, err := icmp.ParseMessage(proto, b)
+	if err != nil {
+		return 0, false
+	}
+	if m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply {
+		return 0, false
+	}
+	e, ok := m.Body.(*icmp.Echo)
+	if !ok || len(e.Data) < payloadHead || [8]byte(e.Data[:8]) != p.cookie {
+		return 0, false
+	}
+	if p.raw && e.ID != p.id {
+		return 0, false
+	}
+	k := binary.BigEndian.Uint64(e.Data[8:16])
+	if k > 1<<40 || int(k)&0xffff != e.Seq {
+		return 0, false
+	}
+	return int(k), true
+}
