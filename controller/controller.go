@@ -573,6 +573,10 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
 	total := length + 2*delay
+	// Every job starts from one instant, t0, picked a little ahead and sent to each
+	// agent on its own clock: ping and the samplers start at t0, the streams at
+	// t0+delay, so every series starts on the grid (the header's t0).
+	start = time.Now().Add(o.startLead(eps)).Round(time.Millisecond)
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
@@ -583,9 +587,6 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	}
 	var flows []runners.StreamFlow
 	series := []datafile.Series{}
-	if p.Ping {
-		series = append(series, datafile.Series{Name: PingSeries, Kind: datafile.KindPing, Units: "ms", Host: "client", Target: server.host.TestIP})
-	}
 	for _, f := range p.Flows {
 		measuredBy := "client"
 		if f.Direction == tests.Upload {
@@ -610,55 +611,99 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		}
 	}
 	o.recordStates(ctx, eps, w, "pre")
-	if err := o.startSampling(ctx, eps, jobs, step); err != nil {
+	if err := o.startSampling(ctx, eps, jobs, step, start); err != nil {
 		return err
 	}
-	// The controller's own record of when each job started, on its clock: what tests
-	// and readers check timing against, rather than the wall time around a process.
-	started := func(what string) {
+	var flowsAddr, token string
+	if len(flows) > 0 {
+		tok := make([]byte, 16)
+		rand.Read(tok)
+		token = hex.EncodeToString(tok)
+		m, err := jobs.start(ctx, server, agent.Request{Op: agent.OpListen, Job: "listen",
+			Listen: &runners.ListenSpec{Addr: server.host.TestIP, Token: token, Step: step}}, false)
+		if err != nil {
+			return err
+		}
+		flowsAddr = net.JoinHostPort(server.host.TestIP, strconv.Itoa(m.Port))
+		o.logf("running %s for %gs, %d streams, ping every %gs from %gs before to %gs after", p.Test, length, len(flows), step, delay, delay)
+	}
+	if p.Ping {
+		// The agent opens its socket before answering: the answer says where the
+		// probes' times come from, and the series records it.
+		rec.known[PingSeries] = true
+		m, err := jobs.start(ctx, client, agent.Request{Op: agent.OpPing, Job: "ping",
+			Ping: &runners.PingSpec{Series: PingSeries, Target: server.host.TestIP, Interval: step, Duration: total,
+				Start: agentTime(client, start)}}, true)
+		if err != nil {
+			return err
+		}
+		stamps := m.Timestamps
+		if stamps == "" {
+			stamps = datafile.StampsUser
+		}
+		if err := w.AddSeries(datafile.Series{Name: PingSeries, Kind: datafile.KindPing, Units: "ms", Host: "client",
+			Target: server.host.TestIP, Timestamps: stamps}); err != nil {
+			return err
+		}
+		level := "info"
+		if stamps != datafile.StampsKernel {
+			level = "warning"
+		}
+		o.logf("ping timestamps on %s: %s", client.label, m.Message)
+		w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: client.host.Name, Level: level, Message: "ping timestamps: " + m.Message})
+	}
+	if len(flows) > 0 {
+		if _, err := jobs.start(ctx, client, agent.Request{Op: agent.OpStreams, Job: "streams",
+			Streams: &runners.StreamsSpec{Addr: flowsAddr, Token: token, Step: step, Duration: length, Flows: flows,
+				Start: agentTime(client, start.Add(o.Delay))}}, true); err != nil {
+			return err
+		}
+	}
+	if late := time.Since(start); late > 0 {
+		msg := fmt.Sprintf("the jobs were started %.0f ms after t0 (the controller allowed %.0f ms): their first samples are late", late.Seconds()*1e3, o.startLead(eps).Seconds()*1e3)
+		o.logf("warning: %s", msg)
+		w.Event(datafile.Event{T: datafile.Unix(time.Now()), Level: "warning", Message: msg})
+	}
+	// The controller's own record of when each job started, on its clock, at the
+	// instant the agents were given: what tests and readers check timing against.
+	started := func(what string, at time.Time) error {
+		if err := o.wait(ctx, eps, rec, jobs, at); err != nil {
+			return err
+		}
 		now := time.Now()
 		o.logf("%s started %.3fs after t0", what, now.Sub(start).Seconds())
 		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: what + " started"})
+		return nil
 	}
-	ping := func() error {
-		if !p.Ping {
-			return nil
-		}
-		_, err := jobs.start(ctx, client, agent.Request{Op: agent.OpPing, Job: "ping",
-			Ping: &runners.PingSpec{Series: PingSeries, Target: server.host.TestIP, Interval: step, Duration: total}}, true)
-		if err == nil {
-			started("ping")
-		}
-		return err
-	}
-	if len(flows) == 0 {
-		if err := ping(); err != nil {
+	if p.Ping {
+		if err := started("ping", start); err != nil {
 			return err
 		}
-		return o.wait(ctx, eps, rec, jobs, time.Time{})
 	}
-	tok := make([]byte, 16)
-	rand.Read(tok)
-	token := hex.EncodeToString(tok)
-	m, err := jobs.start(ctx, server, agent.Request{Op: agent.OpListen, Job: "listen",
-		Listen: &runners.ListenSpec{Addr: server.host.TestIP, Token: token, Step: step}}, false)
-	if err != nil {
-		return err
+	if len(flows) > 0 {
+		if err := started("streams", start.Add(o.Delay)); err != nil {
+			return err
+		}
 	}
-	flowsAddr := net.JoinHostPort(server.host.TestIP, strconv.Itoa(m.Port))
-	o.logf("running %s for %gs, %d streams, ping every %gs from %gs before to %gs after", p.Test, length, len(flows), step, delay, delay)
-	if err := ping(); err != nil {
-		return err
-	}
-	if err := o.wait(ctx, eps, rec, jobs, start.Add(o.Delay)); err != nil {
-		return err
-	}
-	if _, err := jobs.start(ctx, client, agent.Request{Op: agent.OpStreams, Job: "streams",
-		Streams: &runners.StreamsSpec{Addr: flowsAddr, Token: token, Step: step, Duration: length, Flows: flows}}, true); err != nil {
-		return err
-	}
-	started("streams")
 	return o.wait(ctx, eps, rec, jobs, time.Time{})
+}
+
+// agentTime is controller time t on ep's agent's clock, in a spec's Unix seconds.
+func agentTime(ep *endpoint, t time.Time) float64 {
+	return datafile.Unix(t) + ep.info.ClockOffset
+}
+
+// startLead is how far ahead t0 is put: past what comes between the header and the
+// last job's start, which is one request per job and three per bottleneck (is the
+// agent alive, tc -s before the run, the sampler), each a round trip to its agent
+// and a little work there. A job whose start comes late starts at once.
+func (o *Options) startLead(eps []*endpoint) time.Duration {
+	var rtt time.Duration
+	for _, ep := range eps {
+		rtt = max(rtt, time.Duration(ep.info.ClockRTT*float64(time.Second)))
+	}
+	requests := 3 + 3*len(o.Inventory.Bottleneck)
+	return 200*time.Millisecond + time.Duration(requests)*(rtt+10*time.Millisecond)
 }
 
 // wait waits until the time until (or, when until is zero, until the awaited jobs

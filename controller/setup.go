@@ -152,9 +152,9 @@ func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile
 	}
 }
 
-// startSampling starts a qdisc statistics job on each bottleneck host's agent; it
-// runs until the run stops it.
-func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobSet, step float64) error {
+// startSampling starts a qdisc statistics job on each bottleneck host's agent, from
+// t0 on; it runs until the run stops it.
+func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobSet, step float64, t0 time.Time) error {
 	devs := map[string][]string{}
 	var hosts []string
 	for _, b := range o.Inventory.Bottleneck {
@@ -164,8 +164,9 @@ func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobS
 		devs[b.Host] = append(devs[b.Host], b.Dev)
 	}
 	for _, h := range hosts {
-		if _, err := jobs.start(ctx, endpointOf(eps, h), agent.Request{Op: agent.OpQdisc, Job: "qdisc",
-			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step}}, false); err != nil {
+		ep := endpointOf(eps, h)
+		if _, err := jobs.start(ctx, ep, agent.Request{Op: agent.OpQdisc, Job: "qdisc",
+			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step, Start: agentTime(ep, t0)}}, false); err != nil {
 			return err
 		}
 	}

@@ -98,6 +98,9 @@ func WriteText(w io.Writer, s Summary, cols Columns) error {
 		}
 		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-7s%8d\n", width, r.Name, num(r.Avg), num(r.Median), p99, r.Units, r.Points)
 	}
+	for _, warning := range s.Warnings {
+		fmt.Fprintf(&b, " Warning: %s\n", warning)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -120,6 +123,12 @@ func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 			p99 = " " + num(r.P99) + " |"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |%s %s | %d |\n", strings.ReplaceAll(r.Name, "|", `\|`), num(r.Avg), num(r.Median), p99, r.Units, r.Points)
+	}
+	if len(s.Warnings) > 0 {
+		b.WriteString("\n")
+		for _, warning := range s.Warnings {
+			fmt.Fprintf(&b, "_Warning: %s_\n", warning)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -164,6 +173,7 @@ type jsonRun struct {
 	Error      string    `json:"error,omitempty"`
 	Cut        []float64 `json:"cut,omitempty"`
 	Rows       []jsonRow `json:"rows"`
+	Warnings   []string  `json:"warnings,omitempty"`
 }
 
 // WriteJSON writes {"runs":[...]}; a value with no data points is null.
@@ -179,7 +189,7 @@ func WriteJSON(w io.Writer, sums []Summary) error {
 func jsonRuns(sums []Summary) []jsonRun {
 	runs := []jsonRun{}
 	for _, s := range sums {
-		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.Time, File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}}
+		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.Time, File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings}
 		if s.Cut != nil {
 			jr.Cut = s.Cut[:]
 		}

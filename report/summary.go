@@ -34,6 +34,8 @@ type Summary struct {
 	// Cut is the window the summary was limited to, seconds into the run; nil = all.
 	Cut  *[2]float64
 	Rows []Row
+	// Warnings name the series that miss more than MaxGridMiss of their grid.
+	Warnings []string
 }
 
 // Options change what a summary covers.
@@ -102,6 +104,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
 	sortRows(s.Rows)
+	s.Warnings = GridWarnings(run, from, to)
 	return s
 }
 

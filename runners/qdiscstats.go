@@ -23,6 +23,9 @@ type QdiscSpec struct {
 	Host string   `json:"host"` // names the series: "qdisc HOST:DEV root drops"
 	Devs []string `json:"devs"`
 	Step float64  `json:"step"`
+	// Start is when the first sample is taken, Unix seconds on this host's clock
+	// (the run's t0); 0 = at once.
+	Start float64 `json:"start,omitempty"`
 }
 
 // QdiscSeries and BQLSeries name the sampled series.
@@ -46,6 +49,9 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, emit Emit) error {
 	}
 	show := newTCShow(tc)
 	defer show.close()
+	if sleepUntil(ctx, startTime(spec.Start)) != nil {
+		return nil
+	}
 	tick := time.NewTicker(time.Duration(spec.Step * float64(time.Second)))
 	defer tick.Stop()
 	for {

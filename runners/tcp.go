@@ -31,6 +31,9 @@ type StreamsSpec struct {
 	Step     float64      `json:"step"`
 	Duration float64      `json:"duration"` // seconds
 	Flows    []StreamFlow `json:"flows"`
+	// Start is when the streams start, Unix seconds on this host's clock (the run's
+	// t0 plus its delay); they connect before it. 0 = as soon as connected.
+	Start float64 `json:"start,omitempty"`
 }
 
 // StreamFlow is one TCP stream.
@@ -59,6 +62,8 @@ const (
 	// senderGrace bounds how long a server keeps sending after the planned end, should
 	// the client never close.
 	senderGrace = 10 * time.Second
+	// connectAhead is how long before their start time the streams connect.
+	connectAhead = 2 * time.Second
 )
 
 // Listener is the server side of the TCP streams: it accepts connections that present
@@ -162,11 +167,17 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 	return nil
 }
 
-// RunStreams runs the client side: it connects every flow, then starts them all at
-// once, receiving on download streams and sending on upload streams for
-// spec.Duration, then closes them. Connecting first matters behind a full tail-drop
+// RunStreams runs the client side: it connects every flow, then, at spec.Start,
+// starts them all at once, receiving on download streams and sending on upload
+// streams for spec.Duration, then closes them. Connecting first matters behind a full tail-drop
 // queue: a SYN racing streams already at full rate can lose every retry (lock-out).
 func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
+	// Connecting takes milliseconds on an idle link; the server waits for the go
+	// byte 2*helloTimeout at most, whatever the run's delay.
+	start := startTime(spec.Start)
+	if sleepUntil(ctx, start.Add(-connectAhead)) != nil {
+		return nil
+	}
 	conns := make([]*net.TCPConn, len(spec.Flows))
 	errs := make([]error, len(spec.Flows))
 	var wg sync.WaitGroup
@@ -188,6 +199,13 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 		}
 		return err
 	}
+	if sleepUntil(ctx, start) != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil
+	}
+	// Connected late, the streams still run their whole duration.
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
 	defer cancel()
 	for i, f := range spec.Flows {

@@ -1,0 +1,106 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// MaxGridMiss is the share of its grid a series may miss before the summary warns:
+// every series of a run starts at t0 (the streams at t0 + delay) and has a point
+// each step, so a series that misses more started late, stalled or lost its agent.
+const MaxGridMiss = 0.05
+
+// GridWarnings says which series of a complete run miss more than MaxGridMiss of
+// their grid within the window [from, to) (seconds on the run's clock; infinities
+// for the whole run): ping probes (a lost probe is a point: the network lost it, the
+// prober did not) and qdisc and BQL samples over the run, TCP flows over the time
+// the streams run. Only series an agent measured are checked (flent's files name no
+// host, and their runners start when they start); an incomplete run is not checked.
+func GridWarnings(run *datafile.Run, from, to float64) []string {
+	if run.Incomplete {
+		return nil
+	}
+	m := run.Metadata
+	g := GridOf(m)
+	end := m.T0 + m.TotalLength
+	loadStart, loadEnd := m.T0+m.Delay, m.T0+m.Delay+m.Length
+	type miss struct {
+		name          string
+		missing, want int
+	}
+	var misses []miss
+	for _, se := range run.Series {
+		if se.Host == "" {
+			continue
+		}
+		ss := run.Samples[se.Name]
+		var have []bool
+		// first and last are the window's points, by index; a point counts when
+		// its time is within [from, to) too.
+		first, last := 0, g.N-1
+		switch se.Kind {
+		case datafile.KindPing:
+			// Probe k goes at t0 + k*step: the last point, at the end, has none.
+			last = g.Index(end) - 1
+			have = make([]bool, g.N)
+			for _, s := range ss {
+				sent := s.T
+				if !s.Lost {
+					sent -= s.V / 1e3
+				}
+				if k := g.Index(sent); k >= 0 && k < g.N {
+					have[k] = true
+				}
+			}
+		case datafile.KindQdisc, datafile.KindBQL:
+			last = g.Index(end) - 1
+			have = make([]bool, g.N)
+			for _, s := range ss {
+				if k := g.Index(s.T); k >= 0 && k < g.N {
+					have[k] = true
+				}
+			}
+		case datafile.KindTCP:
+			// Intervals cover (start, end]: the point at the streams' start has none.
+			first, last = g.Index(loadStart)+1, g.Index(loadEnd)
+			vs := AlignIntervals(g, ss)
+			have = make([]bool, g.N)
+			for k, v := range vs {
+				have[k] = !math.IsNaN(v)
+			}
+		default:
+			continue
+		}
+		mi := miss{name: se.Name}
+		for k := max(first, 0); k <= min(last, g.N-1); k++ {
+			if t := g.Time(k); t < from || t >= to {
+				continue
+			}
+			mi.want++
+			if !have[k] {
+				mi.missing++
+			}
+		}
+		if mi.want > 0 && float64(mi.missing) > MaxGridMiss*float64(mi.want) {
+			misses = append(misses, mi)
+		}
+	}
+	var out []string
+	for _, mi := range misses {
+		out = append(out, fmt.Sprintf("%s has %d of its %d grid points (misses %.0f%%, more than %.0f%%): it started late or stopped sampling",
+			mi.name, mi.want-mi.missing, mi.want, 100*float64(mi.missing)/float64(mi.want), 100*MaxGridMiss))
+	}
+	// A device's statistics are sampled together: when many miss alike, say it once.
+	const most = 6
+	if len(out) > most {
+		names := make([]string, 0, len(misses)-most+1)
+		for _, mi := range misses[most-1:] {
+			names = append(names, mi.name)
+		}
+		out = append(out[:most-1], fmt.Sprintf("and %d more series miss more than %.0f%% of their grid: %s", len(names), 100*MaxGridMiss, strings.Join(names, ", ")))
+	}
+	return out
+}
