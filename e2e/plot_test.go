@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"os"
 	"os/exec"
@@ -79,26 +80,7 @@ func TestPlotInChromium(t *testing.T) {
 	if m := regexp.MustCompile(`<(script|link)[^>]+(src|href)="[^"]+"`).FindString(string(b)); m != "" {
 		t.Errorf("the page loads something from outside: %s", m)
 	}
-	// ECharts' own code holds "</body>" in a string: the probe goes before the last.
-	doc := strings.Replace(string(b), "<head>", "<head>\n"+probeHead, 1)
-	end := strings.LastIndex(doc, "</body>")
-	if end < 0 {
-		t.Fatalf("the page has no </body>")
-	}
-	probed := doc[:end] + probeBody + "\n" + doc[end:]
-	probePage := filepath.Join(out, "probe.html")
-	if err := os.WriteFile(probePage, []byte(probed), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dom := string(chromium(t, "--dump-dom", "file://"+probePage))
-	m := regexp.MustCompile(`(?s)<pre id="bbcheck">(.*?)</pre>`).FindStringSubmatch(dom)
-	if m == nil {
-		t.Fatalf("the probe did not report (the page's scripts did not run?):\n%.2000s", dom)
-	}
-	var p probe
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &p); err != nil {
-		t.Fatalf("probe: %v\n%s", err, m[1])
-	}
+	p := probeCharts(t, page)
 	for _, e := range p.Errors {
 		t.Errorf("JavaScript error: %s", e)
 	}
@@ -126,4 +108,50 @@ func TestPlotInChromium(t *testing.T) {
 	if err := os.MkdirAll("../docs", 0o755); err == nil {
 		os.WriteFile("../docs/report.png", png, 0o644)
 	}
+}
+
+// probeCharts loads the page in headless Chromium with the probe in it and returns
+// what the probe saw: JavaScript errors and every chart's series.
+func probeCharts(t *testing.T, page string) probe {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ECharts' own code holds "</body>" in a string: the probe goes before the last.
+	doc := strings.Replace(string(b), "<head>", "<head>\n"+probeHead, 1)
+	end := strings.LastIndex(doc, "</body>")
+	if end < 0 {
+		t.Fatalf("the page has no </body>")
+	}
+	probed := doc[:end] + probeBody + "\n" + doc[end:]
+	probePage := filepath.Join(t.TempDir(), "probe.html")
+	if err := os.WriteFile(probePage, []byte(probed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(chromium(t, "--dump-dom", "file://"+probePage))
+	m := regexp.MustCompile(`(?s)<pre id="bbcheck">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the probe did not report (the page's scripts did not run?):\n%.2000s", dom)
+	}
+	var p probe
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &p); err != nil {
+		t.Fatalf("probe: %v\n%s", err, m[1])
+	}
+	return p
+}
+
+// emptyCharts lists the charts the probe saw drawn with no data.
+func emptyCharts(p probe) []string {
+	var out []string
+	for _, c := range p.Charts {
+		empty := c.Canvas == 0 || len(c.Series) == 0 || c.Title == ""
+		for _, n := range c.Series {
+			empty = empty || n == 0
+		}
+		if empty {
+			out = append(out, fmt.Sprintf("%s (%q, series %v, %d canvas)", c.ID, c.Title, c.Series, c.Canvas))
+		}
+	}
+	return out
 }

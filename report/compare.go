@@ -111,8 +111,8 @@ func bottleneckSum(suffix string) func(Summary) float64 {
 	}
 }
 
-// metricsFor lists the side-by-side rows, those with data in at least one run.
-func metricsFor(runs []Compared) []Metric {
+// AllMetrics are the rows the side-by-side table can have, in its order.
+func AllMetrics() []Metric {
 	ms := []Metric{
 		{"Ping loaded avg", "ms", 2, rowValue("Ping (ms) ICMP", avgOf)},
 		{"Ping loaded median", "ms", 2, rowValue("Ping (ms) ICMP", medianOf)},
@@ -129,8 +129,13 @@ func metricsFor(runs []Compared) []Metric {
 		Metric{"Jain's fairness", "", 4, jain},
 		Metric{"Drops", "pkts/s", 2, bottleneckSum(" drops")},
 		Metric{"ECN marks", "pkts/s", 2, bottleneckSum(" ECN marks")})
+	return ms
+}
+
+// metricsFor lists the side-by-side rows, those with data in at least one run.
+func metricsFor(runs []Compared) []Metric {
 	var out []Metric
-	for _, m := range ms {
+	for _, m := range AllMetrics() {
 		for _, r := range runs {
 			if !math.IsNaN(m.Value(r.Summary)) {
 				out = append(out, m)

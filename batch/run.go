@@ -1,0 +1,490 @@
+package batch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/htmlreport"
+	"github.com/bloatbench/bloatbench/report"
+	"github.com/bloatbench/bloatbench/tests"
+)
+
+// The files a batch writes in its folder.
+const (
+	PlanFile    = "batch.json"   // the run list and its order: what --resume reads
+	RecordsFile = "runs.jsonl"   // one record a finished run, appended as it ends
+	SummaryFile = "summary.md"   // the comparison tables, ready to paste
+	IndexFile   = "index.html"   // every run's charts, one page
+	VerdictFile = "verdict.json" // with a baseline: every check and its numbers
+	dataDir     = "data"
+)
+
+// Exit codes of a batch: what a cron job or a CI tests.
+const (
+	ExitRegression = 3
+	ExitRunsFailed = 4
+)
+
+// Plan is what a batch folder keeps of its batch: enough to resume it.
+type Plan struct {
+	Name      string    `json:"name"`
+	BatchFile string    `json:"batch_file"` // absolute
+	Started   time.Time `json:"started"`
+	Note      string    `json:"note,omitempty"`
+	Seed      uint64    `json:"seed"`
+	Shuffled  bool      `json:"shuffled"`
+	// Order lists the runs' IDs in the order they run.
+	Order   []string `json:"order"`
+	Runs    []Run    `json:"runs"`
+	Version string   `json:"tool_version"`
+}
+
+// Record is a run's outcome.
+type Record struct {
+	ID      string          `json:"id"`
+	Status  string          `json:"status"` // ok, failed, interrupted
+	Error   string          `json:"error,omitempty"`
+	Data    string          `json:"data,omitempty"` // the data file, relative to the batch folder
+	Started time.Time       `json:"started"`
+	Ended   time.Time       `json:"ended"`
+	Before  []CommandResult `json:"before,omitempty"`
+	After   []CommandResult `json:"after,omitempty"`
+}
+
+// CommandResult is a before or after command's output.
+type CommandResult struct {
+	Host   string `json:"host"`
+	Run    string `json:"run"`
+	Output string `json:"output"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Options of a batch's execution.
+type Options struct {
+	Batch *Batch
+	// Dir is the batch's folder: new for a new batch, the old one to resume.
+	Dir    string
+	Resume bool
+	Note   string
+	// Controller is what each run needs besides its test and setup: the dialer, the
+	// agent binary, the version; its Inventory is the batch's.
+	Controller controller.Options
+	// Baseline is an earlier batch's folder to judge this one against.
+	Baseline string
+	// Log receives progress lines.
+	Log io.Writer
+	// Now is the clock; nil means the real one.
+	Now func() time.Time
+}
+
+// Result is what a batch came to.
+type Result struct {
+	Dir         string
+	Runs        int // in the batch
+	Done        int // complete, this time or before a resume
+	Failed      []Record
+	Interrupted bool
+	Checks      []Check
+}
+
+// ExitCode is the batch's verdict for the shell: runs failed (4) outranks a
+// regression (3).
+func (r Result) ExitCode() int {
+	switch {
+	case len(r.Failed) > 0 || r.Interrupted:
+		return ExitRunsFailed
+	case Regressions(r.Checks) > 0:
+		return ExitRegression
+	}
+	return 0
+}
+
+// NewDir is a new batch's folder: OUTPUT/NAME-YYYYMMDDTHHMMSS.
+func NewDir(b *Batch, now time.Time) string {
+	return filepath.Join(b.Output, b.Name+"-"+now.Format("20060102T150405"))
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "batch %s: "+format+"\n", append([]any{o.Batch.Name}, args...)...)
+	}
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// Order is the running order of a batch's runs: shuffled with seed (flent's way of
+// spreading a lab's drift over the setups), or as listed.
+func Order(runs []Run, shuffle bool, seed uint64) []string {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	if shuffle {
+		rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
+	return ids
+}
+
+// Execute runs the batch (or what is left of it) and writes its summary, page and
+// verdict. The error is for what stops the batch itself (a folder it cannot write);
+// failed runs are in the result.
+func Execute(ctx context.Context, o Options) (*Result, error) {
+	b := o.Batch
+	plan, err := o.plan()
+	if err != nil {
+		return nil, err
+	}
+	records, err := readRecords(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]bool{}
+	for _, r := range records {
+		if r.Status == "ok" && complete(filepath.Join(o.Dir, r.Data)) {
+			done[r.ID] = true
+		}
+	}
+	byID := map[string]Run{}
+	for _, r := range b.Runs {
+		byID[r.ID] = r
+	}
+	res := &Result{Dir: o.Dir, Runs: len(plan.Order), Done: len(done)}
+	if o.Resume {
+		o.logf("resuming %s: %d of %d runs complete", o.Dir, len(done), len(plan.Order))
+	}
+	rf, err := os.OpenFile(filepath.Join(o.Dir, RecordsFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("batch records: %w", err)
+	}
+	defer rf.Close()
+	var sess *controller.Session
+	defer func() { sess.Close() }()
+	started := o.now()
+	ran := 0
+	todo := 0
+	for _, id := range plan.Order {
+		if !done[id] {
+			todo++
+		}
+	}
+	for i, id := range plan.Order {
+		if done[id] {
+			continue
+		}
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			break
+		}
+		if ran > 0 && b.Pause > 0 {
+			select {
+			case <-time.After(b.Pause):
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				res.Interrupted = true
+				break
+			}
+		}
+		r := byID[id]
+		eta := ""
+		if ran > 0 {
+			per := o.now().Sub(started) / time.Duration(ran)
+			eta = fmt.Sprintf(", about %v left", (per * time.Duration(todo-ran)).Round(time.Second))
+		}
+		o.logf("run %d of %d: %s (elapsed %v%s)", i+1, len(plan.Order), id, o.now().Sub(started).Round(time.Second), eta)
+		rec, runErr := o.runOne(ctx, &sess, r)
+		ran++
+		if err := appendRecord(rf, rec); err != nil {
+			return nil, err
+		}
+		switch rec.Status {
+		case "ok":
+			res.Done++
+			o.logf("run %s complete: %s", id, rec.Data)
+		case "interrupted":
+			res.Interrupted = true
+			o.logf("run %s interrupted; `bloatbench batch --resume %s` runs what is left", id, o.Dir)
+		default:
+			res.Failed = append(res.Failed, rec)
+			o.logf("run %s FAILED: %s", id, rec.Error)
+		}
+		if res.Interrupted {
+			break
+		}
+		if errors.Is(runErr, controller.ErrNotRestored) {
+			// A host is not as it was found: every later run would measure that.
+			o.logf("stopping: a host was not restored; run `bloatbench restore`, then --resume %s", o.Dir)
+			res.Interrupted = true
+			break
+		}
+	}
+	if err := o.finish(res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// plan writes a new batch's plan, or reads the one of the batch it resumes and
+// checks the batch file still makes the same runs.
+func (o *Options) plan() (*Plan, error) {
+	b := o.Batch
+	path := filepath.Join(o.Dir, PlanFile)
+	if o.Resume {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("resume %s: %w (is it a batch's folder?)", o.Dir, err)
+		}
+		var p Plan
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("resume: %s: %w", path, err)
+		}
+		known := map[string]bool{}
+		for _, r := range b.Runs {
+			known[r.ID] = true
+		}
+		for _, id := range p.Order {
+			if !known[id] {
+				return nil, fmt.Errorf("resume %s: run %s is not in %s any more: resume with the batch file it started with", o.Dir, id, b.Path)
+			}
+		}
+		return &p, nil
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, dataDir), 0o755); err != nil {
+		return nil, fmt.Errorf("batch folder: %w", err)
+	}
+	abs, _ := filepath.Abs(b.Path)
+	p := &Plan{Name: b.Name, BatchFile: abs, Started: o.now(), Note: o.Note, Seed: uint64(o.now().UnixNano()), Shuffled: b.Shuffle,
+		Runs: b.Runs, Version: o.Controller.Version}
+	p.Order = Order(b.Runs, b.Shuffle, p.Seed)
+	raw, _ := json.MarshalIndent(p, "", "  ")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		return nil, fmt.Errorf("batch plan: %w", err)
+	}
+	return p, nil
+}
+
+// runOne runs one run in isolation: connecting (again) if the batch has no session,
+// the before commands, the run with its setup applied and restored, the after
+// commands. Whatever fails is the record's error; the batch goes on.
+func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) (Record, error) {
+	b := o.Batch
+	rec := Record{ID: r.ID, Started: o.now()}
+	end := func(status string, err error) (Record, error) {
+		rec.Status, rec.Ended = status, o.now()
+		if err != nil {
+			rec.Error = err.Error()
+		}
+		if status != "ok" && ctx.Err() != nil {
+			rec.Status = "interrupted"
+		}
+		return rec, err
+	}
+	def, err := tests.Get(r.Test)
+	if err != nil {
+		return end("failed", err)
+	}
+	plan, err := def.Resolve(r.Parameters)
+	if err != nil {
+		return end("failed", err)
+	}
+	co := o.Controller
+	co.Inventory = b.Inventory
+	co.Plan = plan
+	co.Length, co.Step, co.Delay = b.Length, b.Step, b.Delay
+	co.OutputDir = filepath.Join(o.Dir, dataDir)
+	co.Title = b.Name
+	for _, s := range b.Setups {
+		if s != nil && s.Name == r.Setup {
+			co.Setup = s
+			co.Title = s.Title
+		}
+	}
+	if *sess == nil {
+		s, err := controller.Connect(ctx, co)
+		if err != nil {
+			return end("failed", err)
+		}
+		*sess = s
+	}
+	commands := func(when string, cs []Command) ([]CommandResult, error) {
+		var out []CommandResult
+		var errs []error
+		for _, c := range cs {
+			got, err := (*sess).Exec(ctx, c.Host, c.Run)
+			cr := CommandResult{Host: c.Host, Run: c.Run, Output: string(got)}
+			if err != nil {
+				cr.Error = err.Error()
+				errs = append(errs, fmt.Errorf("%s command on %s: %w", when, c.Host, err))
+			}
+			out = append(out, cr)
+		}
+		return out, errors.Join(errs...)
+	}
+	rec.Before, err = commands("before", b.Before)
+	var path string
+	if err == nil {
+		path, err = (*sess).Run(ctx, co)
+	}
+	// After commands run whatever happened: they undo what before commands did.
+	after, aerr := commands("after", b.After)
+	rec.After = after
+	if path != "" {
+		rec.Data, _ = filepath.Rel(o.Dir, path)
+	}
+	if err = errors.Join(err, aerr); err != nil {
+		return end("failed", err)
+	}
+	return end("ok", nil)
+}
+
+func appendRecord(f *os.File, r Record) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("batch records %s: %w", f.Name(), err)
+	}
+	return f.Sync()
+}
+
+// readRecords reads a batch folder's records; a last line cut short (a batch
+// killed mid-write) is left out.
+func readRecords(dir string) ([]Record, error) {
+	f, err := os.Open(filepath.Join(dir, RecordsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("batch records: %w", err)
+	}
+	defer f.Close()
+	var out []Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		var r Record
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.ID != "" {
+			out = append(out, r)
+		}
+	}
+	return out, sc.Err()
+}
+
+// complete says whether a data file is there and ended as a complete run.
+func complete(path string) bool {
+	run, err := datafile.Read(path)
+	return err == nil && !run.Incomplete
+}
+
+// finish writes summary.md, index.html and, with a baseline, verdict.json, from the
+// records of every complete run of the batch (resumes included).
+func (o *Options) finish(res *Result) error {
+	current, runs, err := comparedRuns(o.Dir)
+	if err != nil {
+		return err
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "# Batch %s\n\n", o.Batch.Name)
+	if o.Note != "" {
+		fmt.Fprintf(&out, "%s\n\n", o.Note)
+	}
+	fmt.Fprintf(&out, "%d of %d runs complete", res.Done, res.Runs)
+	if len(res.Failed) > 0 {
+		fmt.Fprintf(&out, ", %d failed", len(res.Failed))
+	}
+	if res.Interrupted {
+		out.WriteString(", interrupted (resume with `bloatbench batch --resume " + o.Dir + "`)")
+	}
+	out.WriteString(".\n\n")
+	if len(res.Failed) > 0 {
+		out.WriteString("| failed run | why |\n|---|---|\n")
+		for _, f := range res.Failed {
+			fmt.Fprintf(&out, "| %s | %s |\n", md(f.ID), md(f.Error))
+		}
+		out.WriteString("\n")
+	}
+	if len(current) > 0 {
+		if err := report.WriteCompare(&out, "markdown", report.Compare(current, ""), report.Columns{}); err != nil {
+			return err
+		}
+		out.WriteString("\n")
+	}
+	if o.Baseline != "" {
+		base, _, err := comparedRuns(o.Baseline)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		if len(base) == 0 {
+			return fmt.Errorf("baseline %s: no complete run in its %s", o.Baseline, RecordsFile)
+		}
+		res.Checks = Judge(base, current, o.Batch.Limits)
+		out.WriteString(VerdictMarkdown(res.Checks, o.Baseline))
+		raw, _ := json.MarshalIndent(struct {
+			Batch       string  `json:"batch"`
+			Baseline    string  `json:"baseline"`
+			Regressions int     `json:"regressions"`
+			FailedRuns  int     `json:"failed_runs"`
+			ExitCode    int     `json:"exit_code"`
+			Checks      []Check `json:"checks"`
+		}{o.Dir, o.Baseline, Regressions(res.Checks), len(res.Failed), res.ExitCode(), res.Checks}, "", "  ")
+		if err := os.WriteFile(filepath.Join(o.Dir, VerdictFile), raw, 0o644); err != nil {
+			return fmt.Errorf("verdict: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, SummaryFile), []byte(out.String()), 0o644); err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	if len(runs) > 0 {
+		f, err := os.Create(filepath.Join(o.Dir, IndexFile))
+		if err != nil {
+			return fmt.Errorf("batch page: %w", err)
+		}
+		defer f.Close()
+		if err := htmlreport.Write(f, "batch "+o.Batch.Name, runs); err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	return nil
+}
+
+// comparedRuns reads a batch folder's complete runs, in the order they ran.
+func comparedRuns(dir string) ([]report.Compared, []htmlreport.Run, error) {
+	records, err := readRecords(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cs []report.Compared
+	var hs []htmlreport.Run
+	seen := map[string]bool{}
+	for _, r := range records {
+		if r.Status != "ok" || seen[r.ID] {
+			continue
+		}
+		run, err := datafile.Read(filepath.Join(dir, r.Data))
+		if err != nil || run.Incomplete {
+			continue
+		}
+		seen[r.ID] = true
+		cs = append(cs, report.CompareInput(run, report.Options{}))
+		hs = append(hs, htmlreport.RunOf(run))
+	}
+	return cs, hs, nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bloatbench/bloatbench/batch"
+	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/remote"
+)
+
+func batchCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "batch",
+		Usage:     "run a batch file's tests x setups x repetitions unattended, with a summary, a page of charts and a verdict against a baseline",
+		ArgsUsage: "FILE.yaml",
+		UsageText: "bloatbench batch [--dry-run] [--no-shuffle] [--baseline DIR] [--note TEXT] FILE.yaml\n" +
+			"   bloatbench batch --resume DIR [FILE.yaml]\n\nExamples:\n" +
+			"   bloatbench batch --dry-run nightly.yaml\n" +
+			"   bloatbench batch --baseline results/nightly-20261129T020000 nightly.yaml\n" +
+			"   bloatbench batch --resume results/nightly-20261130T020000\n\n" +
+			"Exit codes: 0 every run complete and no regression, 3 a regression against --baseline, 4 runs failed or the batch was interrupted.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the run list, in its order, and the commands each run applies; run nothing"},
+			&cli.BoolFlag{Name: "no-shuffle", Usage: "run in the file's order (default: shuffled, to spread the lab's drift over the setups)"},
+			&cli.StringFlag{Name: "resume", Usage: "finish the batch in this folder: runs whose data files are complete are skipped"},
+			&cli.StringFlag{Name: "baseline", Usage: "an earlier batch's folder: judge this batch against it with the file's thresholds"},
+			&cli.StringFlag{Name: "note", Usage: "free text kept with the batch and at the top of its summary"},
+			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
+		},
+		Action: batchAction,
+	}
+}
+
+func batchAction(c *cli.Context) error {
+	file := c.Args().First()
+	dir := c.String("resume")
+	if file == "" && dir != "" {
+		raw, err := os.ReadFile(filepath.Join(dir, batch.PlanFile))
+		if err != nil {
+			return fmt.Errorf("--resume %s: %w (is it a batch's folder?)", dir, err)
+		}
+		var p batch.Plan
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("--resume %s: %s: %w", dir, batch.PlanFile, err)
+		}
+		file = p.BatchFile
+	}
+	if file == "" || c.NArg() > 1 {
+		return fmt.Errorf("batch needs one batch file, e.g. bloatbench batch nightly.yaml (or --resume DIR)")
+	}
+	b, err := batch.Load(file)
+	if err != nil {
+		return err
+	}
+	if c.Bool("no-shuffle") {
+		b.Shuffle = false
+	}
+	if c.Bool("dry-run") {
+		return batchDryRun(c, b)
+	}
+	co := controller.Options{Inventory: b.Inventory, Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}
+	if co.Self, co.SelfHash, err = selfBinary(); err != nil {
+		return err
+	}
+	if co.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter); err != nil {
+		return err
+	}
+	o := batch.Options{Batch: b, Dir: dir, Resume: dir != "", Note: c.String("note"), Controller: co, Baseline: c.String("baseline"), Log: c.App.ErrWriter}
+	if o.Dir == "" {
+		o.Dir = batch.NewDir(b, time.Now())
+	}
+	res, err := batch.Execute(c.Context, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "batch %s: %d of %d runs complete, %d failed%s; %s\n", b.Name, res.Done, res.Runs, len(res.Failed),
+		map[bool]string{true: ", interrupted"}[res.Interrupted], filepath.Join(res.Dir, batch.SummaryFile))
+	if o.Baseline != "" {
+		fmt.Fprintf(c.App.Writer, "verdict against %s: %d regression(s); %s\n", o.Baseline, batch.Regressions(res.Checks), filepath.Join(res.Dir, batch.VerdictFile))
+		for _, ch := range res.Checks {
+			if ch.Regression {
+				test := ch.Test
+				if ch.Streams != "" {
+					test += " (" + ch.Streams + ")"
+				}
+				fmt.Fprintf(c.App.Writer, "  REGRESSION %s, %s: %s %.2f -> %.2f %s (%+.1f%%, threshold %s)\n", test, ch.Setup, ch.Metric,
+					ch.Baseline, ch.Current, ch.Units, ch.Change*100, ch.Threshold)
+			}
+		}
+	}
+	if code := res.ExitCode(); code != 0 {
+		why := "runs failed"
+		if res.Interrupted {
+			why = "interrupted; --resume " + res.Dir + " runs what is left"
+		} else if code == batch.ExitRegression {
+			why = "regression"
+		}
+		return cli.Exit("bloatbench: batch "+b.Name+": "+why, code)
+	}
+	return nil
+}
+
+// batchDryRun prints the run list in order and what each setup does.
+func batchDryRun(c *cli.Context, b *batch.Batch) error {
+	w := c.App.Writer
+	order := batch.Order(b.Runs, b.Shuffle, uint64(time.Now().UnixNano()))
+	how := "in the file's order"
+	if b.Shuffle {
+		how = "shuffled (each batch draws its own order; --no-shuffle keeps the file's)"
+	}
+	fmt.Fprintf(w, "batch %s: %d runs on %s, %s, each %v with %v before and after, step %v, %v apart\n",
+		b.Name, len(order), b.Inventory.Path, how, b.Length, b.Delay, b.Step, b.Pause)
+	for i, id := range order {
+		fmt.Fprintf(w, "%4d  %s\n", i+1, id)
+	}
+	for _, cmd := range b.Before {
+		fmt.Fprintf(w, "before each run, on %s: %s\n", cmd.Host, cmd.Run)
+	}
+	for _, cmd := range b.After {
+		fmt.Fprintf(w, "after each run, on %s: %s\n", cmd.Host, cmd.Run)
+	}
+	for _, s := range b.Setups {
+		if s == nil {
+			continue
+		}
+		for _, bn := range b.Inventory.Bottleneck {
+			queues := ""
+			if s.MQ != nil || s.BQL != nil {
+				// The tx queue count is the device's, read when the run starts.
+				queues = " (shown for 4 tx queues)"
+			}
+			fmt.Fprintf(w, "\n# setup %s (%s) on %s:%s%s\n%s", s.Name, s.Title, bn.Host, bn.Dev, queues, qdisc.Script(s.Commands(bn.Dev, 4)))
+		}
+	}
+	return nil
+}
