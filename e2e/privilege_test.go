@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/inventory"
 )
 
@@ -204,5 +205,15 @@ func TestIPv6Lab(t *testing.T) {
 	run := dataFile(t, out)
 	if run.Metadata.Family != "ipv6" {
 		t.Errorf("data file family %q", run.Metadata.Family)
+	}
+	// ICMPv6 to the server's IPv6 test_ip; the log says where the prober's times
+	// came from.
+	for _, sr := range run.Series {
+		if sr.Kind == datafile.KindPing {
+			t.Logf("ping %s to %s: timestamps %q", sr.Name, sr.Target, sr.Timestamps)
+			if sr.Target != inv.Hosts["server"].TestIP {
+				t.Errorf("ping series %+v", sr)
+			}
+		}
 	}
 }
