@@ -309,6 +309,7 @@ func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) 
 	co.Length, co.Step, co.Delay = b.Length, b.Step, b.Delay
 	co.OutputDir = filepath.Join(o.Dir, dataDir)
 	co.Title = b.Name
+	co.Note = o.Note
 	for _, s := range b.Setups {
 		if s != nil && s.Name == r.Setup {
 			co.Setup = s
@@ -424,6 +425,11 @@ func (o *Options) finish(res *Result) error {
 		if err := report.WriteCompare(&out, "markdown", report.Compare(current, ""), report.Columns{}); err != nil {
 			return err
 		}
+		data := make([]*datafile.Run, len(runs))
+		for i, r := range runs {
+			data[i] = r.Data
+		}
+		report.WriteFactDiffs(&out, data, true)
 		out.WriteString("\n")
 	}
 	if o.Baseline != "" {

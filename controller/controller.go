@@ -53,6 +53,8 @@ type Options struct {
 	Setup *qdisc.Setup
 	// JournalDir is where the undo journal goes ("" = qdisc.JournalDir()).
 	JournalDir string
+	// Note is free text kept in the data file (--note).
+	Note string
 	// ChangesDevices says the session's runs apply setups: their bottleneck hosts
 	// need root, so a login that is not root runs the agent there through sudo
 	// (inventory.Host.UseSudo). The other hosts' agents run as the login user.
@@ -430,6 +432,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	if err := s.syncClocks(ctx); err != nil {
 		return "", err
 	}
+	s.gatherFacts(ctx)
 	setup, restore, err := o.applySetup(ctx, eps)
 	if err != nil {
 		return "", err
@@ -580,7 +583,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
-		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup,
+		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup, Note: o.Note,
 	}
 	for _, ep := range eps {
 		meta.Hosts = append(meta.Hosts, ep.info)

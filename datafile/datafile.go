@@ -69,6 +69,8 @@ type Metadata struct {
 	// Family is the address family of the test traffic, "ipv4" or "ipv6" (the
 	// server's test_ip); files from before it have none, and were IPv4.
 	Family string `json:"family,omitempty"`
+	// Note is the free text given with --note.
+	Note string `json:"note,omitempty"`
 }
 
 // FamilyOf is the Family of an address: "ipv6", "ipv4", or "" when ip is not one.
@@ -122,6 +124,12 @@ type Host struct {
 	ClockOffset float64 `json:"clock_offset"`
 	// ClockRTT is the round trip of the best offset probe: the offset's uncertainty.
 	ClockRTT float64 `json:"clock_rtt"`
+	// Facts is the host as found at the start of the run, before its setup:
+	// "kernel.cmdline", "cpu.model", "sysctl.net.ipv4.tcp_ecn", "module.sch_cake",
+	// "dev.eth0.driver", "dev.eth0.offload.generic-segmentation-offload",
+	// "dev.eth0.bql.tx-0.limit_max", "dev.eth0.qdiscs"... Files from before it have
+	// none.
+	Facts map[string]string `json:"facts,omitempty"`
 }
 
 // Series declares one stream of samples.

@@ -47,6 +47,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "add unknown host keys to known_hosts (OpenSSH's StrictHostKeyChecking=accept-new); changed keys are refused all the same"},
 			&cli.StringFlag{Name: "heading", Usage: "with several setups or --repeat: the condition in the comparison's heading, e.g. \"Unshaped 1gigE\""},
 			&cli.BoolFlag{Name: "flent", Usage: "also write each run as a .flent.gz that flent 2.1.1 loads, beside its data file"},
+			&cli.StringFlag{Name: "note", Usage: "free text kept in the data file (summary --meta prints it)"},
 		}, append(reportFlags(), labFlags("local-")...)...),
 		Action: runAction,
 	}
@@ -107,7 +108,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := controller.Options{Plan: plan, Title: c.String("title"), OutputDir: c.String("output"),
+	o := controller.Options{Plan: plan, Title: c.String("title"), OutputDir: c.String("output"), Note: c.String("note"),
 		Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}
 	for _, f := range []struct {
 		name string

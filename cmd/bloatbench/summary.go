@@ -54,7 +54,7 @@ func summaryCommand() *cli.Command {
 		ArgsUsage: "FILE...",
 		UsageText: "bloatbench summary [--format text|json|markdown|csv] [--cut START,END] [--p99] FILE...\n\nExample:\n" +
 			"   bloatbench summary results/tcp_4down-*.bb.json.gz\n   bloatbench summary --format markdown --p99 --cut 5,25 results/*.bb.json.gz old-run.flent.gz",
-		Flags: reportFlags(),
+		Flags: append(reportFlags(), &cli.BoolFlag{Name: "meta", Usage: "print each run's metadata instead: hosts (kernel, command line, CPU, sysctls, modules, devices as found), setup, note"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return fmt.Errorf("summary needs data files: bloatbench summary results/*%s", datafile.Ext)
@@ -69,7 +69,14 @@ func summaryCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
+				if c.Bool("meta") {
+					report.WriteMeta(c.App.Writer, p, run)
+					continue
+				}
 				sums = append(sums, report.SummarizeWith(run, o))
+			}
+			if c.Bool("meta") {
+				return nil
 			}
 			return report.Write(c.App.Writer, c.String("format"), sums, cols)
 		},
@@ -100,12 +107,20 @@ func compareCommand() *cli.Command {
 
 func compareFiles(c *cli.Context, paths []string, o report.Options, cols report.Columns) error {
 	var in []report.Compared
+	var runs []*datafile.Run
 	for _, p := range paths {
 		run, err := readRun(p)
 		if err != nil {
 			return err
 		}
 		in = append(in, report.CompareInput(run, o))
+		runs = append(runs, run)
 	}
-	return report.WriteCompare(c.App.Writer, c.String("format"), report.Compare(in, c.String("heading")), cols)
+	if err := report.WriteCompare(c.App.Writer, c.String("format"), report.Compare(in, c.String("heading")), cols); err != nil {
+		return err
+	}
+	if f := c.String("format"); f == "text" || f == "markdown" {
+		report.WriteFactDiffs(c.App.Writer, runs, f == "markdown")
+	}
+	return nil
 }
