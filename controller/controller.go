@@ -433,6 +433,12 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 		return "", err
 	}
 	s.gatherFacts(ctx)
+	unlock, err := o.lockBottlenecks(eps)
+	if err != nil {
+		return "", err
+	}
+	// Deferred first, so it runs after the restore below.
+	defer unlock()
 	setup, restore, err := o.applySetup(ctx, eps)
 	if err != nil {
 		return "", err

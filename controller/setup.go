@@ -30,6 +30,41 @@ func endpointOf(eps []*endpoint, host string) *endpoint {
 	return nil
 }
 
+func (o *Options) journalDir() string {
+	if o.JournalDir != "" {
+		return o.JournalDir
+	}
+	return qdisc.JournalDir()
+}
+
+// lockBottlenecks makes every bottleneck this run's, with a setup or without, from
+// before its snapshot until it is put back: another run would measure this one's
+// traffic, or take its setup for the state to restore, and a `restore` would pull
+// it from under the run. The locks are keyed by the address SSH goes to, so two
+// inventories naming one machine differently still meet.
+func (o *Options) lockBottlenecks(eps []*endpoint) (unlock func(), err error) {
+	var locks []*qdisc.DeviceLock
+	unlock = func() {
+		for _, l := range locks {
+			l.Unlock()
+		}
+		locks = nil
+	}
+	what := "run of " + o.Plan.Test
+	if o.Setup != nil {
+		what += " with setup " + o.Setup.Name
+	}
+	for _, b := range o.Inventory.Bottleneck {
+		l, err := qdisc.LockDevice(o.journalDir(), b.Host, endpointOf(eps, b.Host).conn.Target.Addr, b.Dev, what)
+		if err != nil {
+			unlock()
+			return func() {}, err
+		}
+		locks = append(locks, l)
+	}
+	return unlock, nil
+}
+
 // applySetup snapshots every bottleneck, writes the journal, applies the setup and
 // reads it back. It returns the record for the data file and the function that
 // puts everything back (a no-op without a setup). If applying fails, what was done
@@ -43,29 +78,7 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Se
 		return nil, noop, nil
 	}
 	s := o.Setup
-	dir := o.JournalDir
-	if dir == "" {
-		dir = qdisc.JournalDir()
-	}
-	// Every bottleneck is this run's from before its snapshot until it is put back:
-	// another run would take this one's setup for the state to restore, and a
-	// `restore` would pull it from under the run. The locks are keyed by the address
-	// SSH goes to, so two inventories naming one machine differently still meet.
-	var locks []*qdisc.DeviceLock
-	unlock := func() {
-		for _, l := range locks {
-			l.Unlock()
-		}
-		locks = nil
-	}
-	for _, b := range o.Inventory.Bottleneck {
-		l, err := qdisc.LockDevice(dir, b.Host, endpointOf(eps, b.Host).conn.Target.Addr, b.Dev, "run of setup "+s.Name)
-		if err != nil {
-			unlock()
-			return nil, noop, err
-		}
-		locks = append(locks, l)
-	}
+	dir := o.journalDir()
 	j := qdisc.NewJournal(s.Name, o.Inventory.Path)
 	for _, b := range o.Inventory.Bottleneck {
 		ep := endpointOf(eps, b.Host)
@@ -74,20 +87,15 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Se
 			err = st.CheckRestorable()
 		}
 		if err != nil {
-			unlock()
 			return nil, noop, err
 		}
 		j.States = append(j.States, st)
 		j.Hosts[b.Host] = ep.host
 	}
 	if err := j.Save(dir); err != nil {
-		unlock()
 		return nil, noop, err
 	}
-	restore := func() error {
-		defer unlock()
-		return o.restore(ctx, eps, j)
-	}
+	restore := func() error { return o.restore(ctx, eps, j) }
 	rec := &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
 	for _, st := range j.States {
 		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host), s, st)

@@ -248,3 +248,23 @@ func startSSHD(t *testing.T, inv *inventory.Inventory, role string) {
 		t.Fatalf("start sshd again: %v: %s", err, out)
 	}
 }
+
+// Two runs on one bottleneck never measure each other: while one runs (here with no
+// setup at all), a second is refused before it starts anything, naming the holder.
+func TestSecondRunOnABottleneckRefused(t *testing.T) {
+	invPath, _ := lab(t, "--rate", "100mbit")
+	state := []string{"XDG_STATE_HOME=" + t.TempDir()}
+	first := startRun(t, state, "run", "-H", invPath, "-l", "20", "-d", "1", "-o", t.TempDir(), "tcp_4down")
+	first.waitLog(t, "streams started")
+	out := t.TempDir()
+	r := bbEnv(t, state, "run", "-H", invPath, "-l", "2", "-d", "0", "-o", out, "tcp_4down")
+	pid := fmt.Sprint(first.cmd.Process.Pid)
+	if r.err == nil || !strings.Contains(r.stderr, "held by bloatbench pid "+pid) || !strings.Contains(r.stderr, "run of tcp_4down") {
+		t.Errorf("the second run: %v, want a refusal naming pid %s:\n%s", r.err, pid, r.stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*")); len(files) != 0 {
+		t.Errorf("the second run made %v", files)
+	}
+	first.cmd.Process.Signal(syscall.SIGINT)
+	first.wait(t)
+}

@@ -154,10 +154,36 @@ func TestVMLab(t *testing.T) {
 		checked[i] += "+bql"
 	}
 	checked = append(checked, "mq+fq_codel+bql-gso")
-	run(checked...)
+	// These through a batch file, as a lab's nightly job runs them: one run a setup,
+	// each restored, the batch's summary and page at the end.
+	batchFile := filepath.Join(dir, "vmstage.yaml")
+	if err := os.WriteFile(batchFile, []byte(fmt.Sprintf("name: vmstage\ninventory: %s\noutput: %s\nlength: 20\ndelay: 2\nshuffle: false\ntests: [{test: tcp_4down}]\nsetups: [%s]\n",
+		invPath, out, strings.Join(checked, ", "))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	stdout, stderr, err := bb(t, 20*time.Minute, "batch", batchFile)
+	if err != nil {
+		t.Fatalf("batch %s: %v\n%s\n%s", batchFile, err, stdout, stderr)
+	}
+	t.Logf("batch of %d setups took %v: %s", len(checked), time.Since(began).Round(time.Second), stdout)
+	if after := guestState(t, inv); after != before {
+		t.Errorf("after the batch the guests are not as they were:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	batchDirs, _ := filepath.Glob(filepath.Join(out, "vmstage-*"))
+	if len(batchDirs) != 1 {
+		t.Fatalf("batch folders %v", batchDirs)
+	}
+	for _, name := range []string{"summary.md", "index.html", "runs.jsonl"} {
+		if _, err := os.Stat(filepath.Join(batchDirs[0], name)); err != nil {
+			t.Errorf("the batch wrote no %s: %v", name, err)
+		}
+	}
 
 	runs := map[string]*datafile.Run{}
 	files, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	batchFiles, _ := filepath.Glob(filepath.Join(batchDirs[0], "data", "*.bb.json.gz"))
+	files = append(files, batchFiles...)
 	for _, p := range files {
 		r, err := datafile.Read(p)
 		if err != nil {
