@@ -184,6 +184,22 @@ func TestBatch(t *testing.T) {
 	if after := labState(t, inv); after != before {
 		t.Errorf("the lab was not left as found:\n%s\nvs\n%s", before, after)
 	}
+
+	// The three nights' trend: a chart per test and setup, with the baseline's band.
+	page := filepath.Join(dir, "history.html")
+	if r := bb(t, "history", "-o", page, "--baseline", base, base, again, worse); r.err != nil {
+		t.Fatalf("history: %v\n%s", r.err, r.stderr)
+	}
+	hp := probeCharts(t, page)
+	for _, e := range hp.Errors {
+		t.Errorf("history.html: JavaScript error: %s", e)
+	}
+	if len(hp.Charts) != 4 {
+		t.Errorf("history.html: %d charts, want one per test and setup (4)", len(hp.Charts))
+	}
+	if empty := emptyCharts(hp); len(empty) > 0 {
+		t.Errorf("history.html: empty charts %v", empty)
+	}
 }
 
 // A host whose sshd stops mid-batch: the runs that cannot reach it fail with the

@@ -90,10 +90,6 @@ func Write(w io.Writer, title string, runs []Run) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("plot: no runs to draw")
 	}
-	type named struct {
-		id string
-		c  chart
-	}
 	var cs []named
 	for i, r := range runs {
 		name := fmt.Sprintf("%s: %s (%s)", r.Data.Metadata.Test, r.Setup, runTime(r.Data))
@@ -109,6 +105,17 @@ func Write(w io.Writer, title string, runs []Run) error {
 		cs = append(cs, named{"pingcdf", pingCDF(groups)}, named{"pingbox", pingBox(groups)},
 			named{"tputbox", throughputBox(groups)}, named{"tputbar", throughputBar(groups)})
 	}
+	return writePage(w, title, cs)
+}
+
+// named is a chart with its element id.
+type named struct {
+	id string
+	c  chart
+}
+
+// writePage renders charts into one page.
+func writePage(w io.Writer, title string, cs []named) error {
 	data := struct {
 		Title   string
 		ECharts template.JS

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/batch"
 	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/htmlreport"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 )
@@ -140,4 +141,45 @@ func batchDryRun(c *cli.Context, b *batch.Batch) error {
 		}
 	}
 	return nil
+}
+
+func historyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "history",
+		Usage:     "draw each metric's trend over batches, one chart per test and setup, with the baseline's range",
+		ArgsUsage: "BATCH_DIR...",
+		UsageText: "bloatbench history [-o history.html] [--baseline DIR] [--metric NAME ...] BATCH_DIR...\n\nExample:\n" +
+			"   bloatbench history -o trend.html --baseline results/baseline results/nightly-*",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "history.html", Usage: "the page to write"},
+			&cli.StringFlag{Name: "baseline", Usage: "a batch folder whose runs' range each chart shows as a band"},
+			&cli.StringSliceFlag{Name: "metric", Usage: "a side-by-side metric to draw (repeatable; default: Ping loaded median and the TCP sums)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("history needs batch folders, oldest first: bloatbench history results/nightly-*")
+			}
+			metrics := c.StringSlice("metric")
+			if len(metrics) == 0 {
+				metrics = batch.HistoryMetrics
+			}
+			hs, err := batch.Histories(c.Args().Slice(), c.String("baseline"), metrics)
+			if err != nil {
+				return err
+			}
+			f, err := os.Create(c.String("output"))
+			if err != nil {
+				return fmt.Errorf("history: %w", err)
+			}
+			defer f.Close()
+			if err := htmlreport.WriteHistory(f, "bloatbench history", hs); err != nil {
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("history: %w", err)
+			}
+			fmt.Fprintf(c.App.ErrWriter, "history: %d charts over %d batches in %s\n", len(hs), c.NArg(), c.String("output"))
+			return nil
+		},
+	}
 }

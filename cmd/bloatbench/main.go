@@ -41,7 +41,7 @@ func newApp() *cli.App {
 		Usage:                "A/B-test Linux qdiscs on a testbed: TCP streams and ping, flent-style summaries",
 		Version:              buildVersion(),
 		EnableBashCompletion: true,
-		Commands: []*cli.Command{runCommand(), summaryCommand(), compareCommand(), exportCommand(), plotCommand(), testsCommand(), setupsCommand(), hostsCommand(), restoreCommand(), batchCommand(),
+		Commands: []*cli.Command{runCommand(), summaryCommand(), compareCommand(), exportCommand(), plotCommand(), testsCommand(), setupsCommand(), hostsCommand(), restoreCommand(), batchCommand(), historyCommand(),
 			testbedCommand(), versionCommand(), agentCommand()},
 	}
 }
