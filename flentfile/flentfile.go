@@ -99,6 +99,31 @@ func Export(run *datafile.Run, path string) (string, error) {
 		}
 		path = strings.TrimSuffix(run.Path, datafile.Ext) + Ext
 	}
+	b, err := encode(run)
+	if err != nil {
+		return "", fmt.Errorf("export to flent: %w", err)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("export to flent: %w", err)
+	}
+	zw := gzip.NewWriter(out)
+	if _, err := zw.Write(b); err != nil {
+		out.Close()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := zw.Close(); err != nil {
+		out.Close()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// encode makes the flent file's JSON.
+func encode(run *datafile.Run) ([]byte, error) {
 	m := run.Metadata
 	grid := report.GridOf(m)
 	name, params := flentName(run)
@@ -191,27 +216,7 @@ func Export(run *datafile.Run, path string) (string, error) {
 		}
 		put(g.Name, g.Units, g.Values, raw)
 	}
-	b, err := json.Marshal(f)
-	if err != nil {
-		return "", fmt.Errorf("export to flent: %w", err)
-	}
-	out, err := os.Create(path)
-	if err != nil {
-		return "", fmt.Errorf("export to flent: %w", err)
-	}
-	zw := gzip.NewWriter(out)
-	if _, err := zw.Write(b); err != nil {
-		out.Close()
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := zw.Close(); err != nil {
-		out.Close()
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := out.Close(); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	return path, nil
+	return json.Marshal(f)
 }
 
 var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
@@ -237,6 +242,11 @@ func Read(path string) (*datafile.Run, error) {
 		defer zr.Close()
 		r = zr
 	}
+	return decode(path, r)
+}
+
+// decode reads a flent file's JSON; path names it in errors and in the run.
+func decode(path string, r io.Reader) (*datafile.Run, error) {
 	// A JSON decoder holds the whole document anyway: read it, within the cap.
 	data, err := io.ReadAll(datafile.Capped(r, MaxDecompressed))
 	switch {
