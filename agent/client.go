@@ -54,9 +54,12 @@ func (c *Client) read(r io.Reader) {
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	var err error
 	for sc.Scan() {
-		var m Message
-		if err = json.Unmarshal(sc.Bytes(), &m); err != nil {
-			err = fmt.Errorf("garbled message: %w", err)
+		c.mu.Lock()
+		off := c.offset.Seconds()
+		c.mu.Unlock()
+		m, derr := DecodeMessage(sc.Bytes(), off)
+		if derr != nil {
+			err = fmt.Errorf("garbled message: %w", derr)
 			break
 		}
 		c.dispatch(m)
@@ -88,14 +91,7 @@ func (c *Client) dispatch(m Message) {
 			ch <- m
 		}
 	case TypeBatch:
-		c.mu.Lock()
-		off := c.offset.Seconds()
-		c.mu.Unlock()
-		for _, ss := range m.Batch {
-			for i := range ss {
-				ss[i].T -= off
-			}
-		}
+		// Times are on the controller's clock already (DecodeMessage).
 		c.handler.Samples(c.host, m.Batch)
 	case TypeDone:
 		var err error

@@ -6,6 +6,9 @@
 package agent
 
 import (
+	"encoding/json"
+	"fmt"
+
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/runners"
 )
@@ -92,4 +95,26 @@ type Message struct {
 	// Timestamps answers a ping request: where the probe's times will come from
 	// (datafile.StampsKernel, ...), with the details in Message.
 	Timestamps string `json:"timestamps,omitempty"`
+}
+
+// DecodeMessage reads one line from an agent and puts its sample times on the
+// controller's clock: offset is the agent's clock minus the controller's, in
+// seconds. The agent runs on another host (a different build, a garbled line, a
+// hostile host), so every sample is checked as a data file reader checks it: the
+// controller writes them into the run's file, and one impossible value there would
+// make the whole file unreadable.
+func DecodeMessage(line []byte, offset float64) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return Message{}, err
+	}
+	for name, ss := range m.Batch {
+		for i := range ss {
+			ss[i].T -= offset
+			if err := datafile.CheckSample(fmt.Sprintf("batch[%q][%d]", name, i), ss[i]); err != nil {
+				return Message{}, err
+			}
+		}
+	}
+	return m, nil
 }
