@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bloatbench/bloatbench/controller"
 	"github.com/bloatbench/bloatbench/report"
 )
 
@@ -183,4 +184,29 @@ func TestLoopsBounded(t *testing.T) {
 	if _, err := parse(t, b.String()); err == nil || !strings.Contains(err.Error(), "more than 10000 parameter sets") {
 		t.Errorf("a million parameter sets: %v", err)
 	}
+}
+
+func TestLiveText(t *testing.T) {
+	cases := []struct {
+		p    controller.Progress
+		want string
+	}{
+		{controller.Progress{Elapsed: 0.5, Total: 12, PingMs: math.NaN()}, "12s left, 0.0 Mbit/s (idle)"},
+		{controller.Progress{Elapsed: 5, Total: 12, Loaded: true, SumMbps: 94.26, PingMs: 15.234}, "7s left, 94.3 Mbit/s, ping 15.23 ms (loaded)"},
+		{controller.Progress{Elapsed: 13, Total: 12, PingMs: 0.05}, "0s left, 0.0 Mbit/s, ping 0.05 ms (idle)"},
+	}
+	for _, c := range cases {
+		if got := liveText(c.p); got != c.want {
+			t.Errorf("liveText(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+	// Off a terminal no bars; a nil progress does nothing.
+	var pr *progress
+	if newProgress(&strings.Builder{}, false, "b", 3, 0) != nil {
+		t.Error("bars on a strings.Builder")
+	}
+	pr.startRun("x", 1)
+	pr.update(controller.Progress{})
+	pr.endRun()
+	pr.stop()
 }

@@ -86,6 +86,8 @@ type Options struct {
 	Log io.Writer
 	// Now is the clock; nil means the real one.
 	Now func() time.Time
+	// Bars draws the progress bars on Log even when it is not a terminal (tests).
+	Bars bool
 }
 
 // Result is what a batch came to.
@@ -173,6 +175,14 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("batch records: %w", err)
 	}
 	defer rf.Close()
+	pr := newProgress(o.Log, o.Bars, b.Name, len(plan.Order), len(done))
+	defer pr.stop()
+	// While the bars are drawn, every log line goes above them.
+	o.Log = pr.Log(o.Log)
+	o.Controller.Log = pr.Log(o.Controller.Log)
+	if pr != nil {
+		o.Controller.Progress = pr.update
+	}
 	var sess *controller.Session
 	defer func() { sess.Close() }()
 	started := o.now()
@@ -208,7 +218,9 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 			eta = fmt.Sprintf(", about %v left", (per * time.Duration(todo-ran)).Round(time.Second))
 		}
 		o.logf("run %d of %d: %s (elapsed %v%s)", i+1, len(plan.Order), id, o.now().Sub(started).Round(time.Second), eta)
+		pr.startRun(fmt.Sprintf("run %d of %d: %s", i+1, len(plan.Order), id), (2*b.Delay + b.Length).Seconds())
 		rec, runErr := o.runOne(ctx, &sess, r)
+		pr.endRun()
 		ran++
 		if err := appendRecord(rf, rec); err != nil {
 			return nil, err

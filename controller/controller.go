@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"math"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -55,6 +56,9 @@ type Options struct {
 	JournalDir string
 	// Note is free text kept in the data file (--note).
 	Note string
+	// Progress, when set, hears how the run goes as samples arrive: a progress bar's
+	// feed. It is called from the agents' readers and must not block.
+	Progress func(Progress)
 	// ChangesDevices says the session's runs apply setups: their bottleneck hosts
 	// need root, so a login that is not root runs the agent there through sudo
 	// (inventory.Host.UseSudo). The other hosts' agents run as the login user.
@@ -176,6 +180,9 @@ type recorder struct {
 	// known series; qdisc and BQL statistics are declared when first seen, since
 	// which ones a kernel prints depends on the qdisc kinds.
 	known map[string]bool
+	// progress and live feed Options.Progress; live is set once t0 is known.
+	progress func(Progress)
+	live     *live
 }
 
 func (r *recorder) declare(name string) error {
@@ -200,9 +207,63 @@ type jobEnd struct {
 	err       error
 }
 
+// Progress is a run's state as its samples arrive.
+type Progress struct {
+	// Elapsed is the seconds since t0 (negative before it), of Total.
+	Elapsed, Total float64
+	// Loaded says the streams run: from delay to delay + length.
+	Loaded bool
+	// SumMbps is the throughput of the streams' latest samples, summed; PingMs the
+	// latest reply's round trip (NaN before the first).
+	SumMbps, PingMs float64
+}
+
+// live keeps what a progress feed needs: each stream's latest throughput and the
+// latest ping.
+type live struct {
+	t0                   time.Time
+	delay, length, total float64
+	tcp                  map[string]float64
+	ping                 float64
+}
+
+// tell updates the live state with a batch and hands it to the progress feed.
+func (r *recorder) tell(batch map[string][]datafile.Sample) {
+	r.mu.Lock()
+	l := r.live
+	if l == nil {
+		r.mu.Unlock()
+		return
+	}
+	for series, ss := range batch {
+		if len(ss) == 0 {
+			continue
+		}
+		last := ss[len(ss)-1]
+		if _, ok := l.tcp[series]; ok {
+			l.tcp[series] = last.V
+		} else if series == PingSeries && !last.Lost {
+			l.ping = last.V
+		}
+	}
+	el := time.Since(l.t0).Seconds()
+	p := Progress{Elapsed: el, Total: l.total, Loaded: el >= l.delay && el < l.delay+l.length, PingMs: l.ping}
+	if p.Loaded {
+		// Outside the streams' time their last samples would linger.
+		for _, v := range l.tcp {
+			p.SumMbps += v
+		}
+	}
+	r.mu.Unlock()
+	r.progress(p)
+}
+
 func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
 	if r.w == nil {
 		return // before the file: nothing of this run sends samples yet
+	}
+	if r.progress != nil {
+		defer r.tell(batch)
 	}
 	for series, ss := range batch {
 		err := r.declare(series)
@@ -420,7 +481,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	// Agents only send samples once jobs start, after the file exists. Every job's end
 	// fits in done (listen, streams, ping and one sampler per host).
 	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{},
-		failed: make(chan struct{})}
+		failed: make(chan struct{}), progress: o.Progress}
 	for _, ep := range eps {
 		ep.fwd.set(rec)
 	}
@@ -613,12 +674,19 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 			w.Event(datafile.Event{T: datafile.Unix(start), Host: ep.host.Name, Level: "warning", Message: msg})
 		}
 	}
+	lv := &live{t0: start, delay: delay, length: length, total: total, tcp: map[string]float64{}, ping: math.NaN()}
 	for _, s := range series {
 		rec.known[s.Name] = true
+		if s.Kind == datafile.KindTCP {
+			lv.tcp[s.Name] = 0
+		}
 		if err := w.AddSeries(s); err != nil {
 			return err
 		}
 	}
+	rec.mu.Lock()
+	rec.live = lv
+	rec.mu.Unlock()
 	o.recordStates(ctx, eps, w, "pre")
 	if err := o.startSampling(ctx, eps, jobs, step, start); err != nil {
 		return err

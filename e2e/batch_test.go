@@ -284,3 +284,33 @@ func TestSecondRunOnABottleneckRefused(t *testing.T) {
 	first.cmd.Process.Signal(syscall.SIGINT)
 	first.wait(t)
 }
+
+// On a terminal a batch draws its progress: the runs' bar and the run's own, with
+// the live throughput and ping; off one (cron, a pipe) only plain log lines.
+func TestBatchProgressOnATerminal(t *testing.T) {
+	invPath, _ := lab(t, "--rate", "100mbit", "--queue", "pfifo:1000", "--gso", "off")
+	appendSetups(t, invPath, batchSetups)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tty.yaml")
+	os.WriteFile(file, []byte(fmt.Sprintf("name: tty\ninventory: %s\noutput: %s\nlength: 4\ndelay: 1\nrepetitions: 2\ntests: [{test: tcp_4down}]\nsetups: [small]\n",
+		invPath, filepath.Join(dir, "results"))), 0o644)
+	// script(1) gives the batch a terminal and copies what it draws to our pipe.
+	// A terminal has a size; the one script makes has none until stty gives it one.
+	cmd := exec.Command("script", "-q", "-e", "-c", "stty cols 160 rows 40; "+bin+" batch "+file, "/dev/null")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir(), "COLUMNS=160", "LINES=40")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("batch on a terminal: %v\n%s", err, out)
+	}
+	s := string(out)
+	for _, want := range []string{"\x1b[", "batch tty", "run 2 of 2", "Mbit/s", "(loaded)", "ping "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the terminal shows no %q:\n%q", want, s[max(0, len(s)-3000):])
+		}
+	}
+	// The same batch into a pipe: plain lines.
+	r := bbEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, "batch", file)
+	if r.err != nil || strings.Contains(r.stderr, "\x1b[") || !strings.Contains(r.stderr, "batch tty: run 2 of 2") {
+		t.Errorf("batch into a pipe: %v\n%q", r.err, r.stderr)
+	}
+}
