@@ -5,12 +5,12 @@ package controller
 
 import (
 	"context"
-	"math"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
