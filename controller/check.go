@@ -8,12 +8,10 @@ import (
 	"io"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/bloatbench/bloatbench/datafile"
-	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 )
@@ -276,13 +274,4 @@ func (o *Options) isBottleneck(host string) bool {
 		}
 	}
 	return false
-}
-
-func sortedHosts(inv *inventory.Inventory) []string {
-	var names []string
-	for n := range inv.Hosts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

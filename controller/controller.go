@@ -517,7 +517,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	}
 	rec.w = w
 	jobs := &jobSet{rec: rec, eps: eps}
-	runErr := o.drive(ctx, eps, w, rec, jobs, start, setup)
+	runErr := o.drive(ctx, eps, w, rec, jobs, setup)
 	// Whatever is still running (the listener, the samplers; everything after Ctrl-C
 	// or a failure) is stopped, and its last samples recorded, before the file ends.
 	jobs.stopAll(context.WithoutCancel(ctx))
@@ -638,7 +638,7 @@ func (js *jobSet) stopAll(ctx context.Context) {
 	}
 }
 
-func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, start time.Time, setup *datafile.Setup) error {
+func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup *datafile.Setup) error {
 	client, server := eps[0], eps[1]
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
@@ -646,7 +646,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	// Every job starts from one instant, t0, picked a little ahead and sent to each
 	// agent on its own clock: ping and the samplers start at t0, the streams at
 	// t0+delay, so every series starts on the grid (the header's t0).
-	start = time.Now().Add(o.startLead(eps)).Round(time.Millisecond)
+	start := time.Now().Add(o.startLead(eps)).Round(time.Millisecond)
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),

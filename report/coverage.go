@@ -40,7 +40,7 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 		var have []bool
 		// first and last are the window's points, by index; a point counts when
 		// its time is within [from, to) too.
-		first, last := 0, g.N-1
+		var first, last int
 		switch se.Kind {
 		case datafile.KindPing:
 			// Probe k goes at t0 + k*step: the last point, at the end, has none.

@@ -199,19 +199,6 @@ func (p *prober) send(k int) error {
 	return nil
 }
 
-// forget takes probe k off the pending set (lost, or its send failed) and returns
-// when it was sent.
-func (p *prober) forget(k int) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pr, ok := p.pending[k]
-	delete(p.pending, k)
-	if !ok {
-		return time.Time{}, false
-	}
-	return pr.sent, true
-}
-
 // unanswered lists the probes still pending and when each was sent.
 func (p *prober) unanswered() map[int]time.Time {
 	p.mu.Lock()
