@@ -287,8 +287,10 @@ func (p *prober) readSendStamps() {
 
 // stampSend gives a send stamp to its probe: the latest one sent (by the user-space
 // clock, the same CLOCK_REALTIME) no later than the stamp, with no stamp yet. The
-// kernel takes it inside sendto, microseconds after; probes are 10 ms apart at least.
-// With p.mu held.
+// kernel takes it inside sendto, microseconds after. Sends are sequential, so the
+// next probe's user-space time is always later than this one's stamp: however long
+// the sender was preempted between its clock read and sendto (tens of ms on a busy
+// machine), the latest probe sent before the stamp is its own. With p.mu held.
 func (p *prober) stampSend(t time.Time) {
 	const slack = time.Millisecond // clock reads on two CPUs
 	for k := p.lastSent; k >= 0 && k > p.lastSent-4; k-- {
@@ -296,8 +298,7 @@ func (p *prober) stampSend(t time.Time) {
 		if pr == nil || !pr.tx.IsZero() {
 			continue
 		}
-		d := t.Sub(pr.sent.Round(0))
-		if d >= -slack && d < p.interval {
+		if t.Sub(pr.sent.Round(0)) >= -slack {
 			pr.tx = t
 			return
 		}

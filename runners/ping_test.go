@@ -345,8 +345,17 @@ func TestPingLoopback(t *testing.T) {
 			if d := firstSent - datafile.Unix(start); d < -0.001 || d > 0.02 { // within one interval
 				t.Errorf("first probe sent %.4f s from the start time", d)
 			}
-			if len(warned) > 0 {
-				t.Errorf("warnings: %q", warned)
+			// The kernel turns receive stamping on for the machine through deferred
+			// work (the netstamp static key): on a busy machine the first replies
+			// after a socket asks for it may come unstamped. Those fall back to user
+			// space, counted in a warning; more than the first few would be a fault.
+			for _, w := range warned {
+				var n int
+				if _, err := fmt.Sscanf(w[strings.Index(w, ": ")+2:], "%d of", &n); err != nil || n > 2 {
+					t.Errorf("warning: %q", w)
+				} else {
+					t.Logf("warning (allowed: the first replies): %q", w)
+				}
 			}
 		})
 	}
@@ -416,7 +425,7 @@ var iputilsRTT = regexp.MustCompile(`time=([0-9.]+) ms`)
 func TestPingLoopbackAgreesWithIputils(t *testing.T) {
 	needPingSocket(t)
 	if _, err := exec.LookPath("ping"); err != nil {
-		t.Skip("iputils ping is not installed")
+		t.Fatal("iputils ping is not installed: bash scripts/install-deps")
 	}
 	cmd := exec.Command("ping", "-n", "-c", "50", "-i", "0.01", "127.0.0.1")
 	var out strings.Builder
