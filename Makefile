@@ -2,6 +2,8 @@
 # every test, the VM lab stage last. Both install what they need first (Debian
 # packages, as root).
 GO ?= go
+# staticcheck, pinned so that CI judges the code by the same rules every time.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
 .PHONY: build deps demo test lint bench clean
@@ -18,13 +20,16 @@ demo: deps build
 test: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e/vmlab)
+	@# The race detector over the unit packages (e2e drives a built binary).
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 	@# The VM lab stage runs alone: QEMU's emulation takes both cores, and the local
 	@# lab's timing checks must not share them. -v prints its checks table.
 	$(GO) test -count=1 -timeout 45m -v -run TestVMLab ./e2e/vmlab
 
 lint:
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
+	$(GO) run $(STATICCHECK) ./...
 
 bench: deps build
 	bash bench/compare.sh
