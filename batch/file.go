@@ -114,25 +114,6 @@ const (
 	maxDuration   = 7 * 24 * time.Hour
 )
 
-// Error is a problem in a batch file, where it is.
-type Error struct {
-	Path string
-	Line int
-	Key  string
-	Msg  string
-}
-
-func (e *Error) Error() string {
-	loc := e.Path
-	if e.Line > 0 {
-		loc += ":" + strconv.Itoa(e.Line)
-	}
-	if e.Key != "" {
-		return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", loc, e.Msg)
-}
-
 // Load reads and checks a batch file, its inventory and its tests.
 func Load(path string) (*Batch, error) {
 	data, err := os.ReadFile(path)
@@ -151,19 +132,18 @@ func Parse(path string, data []byte) (*Batch, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlErr(path, err)
 	}
-	lines := map[string]int{}
-	index(&root, "", lines)
+	lines := inventory.KeyLines(&root)
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &Error{Path: path, Msg: "the file is empty: see the README's batch section for an example"}
+			return nil, &inventory.Error{Path: path, Msg: "the file is empty: see the README's batch section for an example"}
 		}
 		return nil, yamlErr(path, err)
 	}
 	fail := func(key, format string, args ...any) error {
-		return &Error{Path: path, Line: lines[key], Key: key, Msg: fmt.Sprintf(format, args...)}
+		return &inventory.Error{Path: path, Line: lines[key], Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
 	b := &Batch{Path: path, Name: f.Name, Output: f.Output, Shuffle: f.Shuffle == nil || *f.Shuffle, Before: f.Before, After: f.After}
 	if b.Name == "" {
@@ -413,32 +393,6 @@ func relTo(dir, p string) string {
 		return p
 	}
 	return filepath.Join(dir, p)
-}
-
-// index records the line of every mapping key by its dotted path, list items as
-// key[i].
-func index(n *yaml.Node, prefix string, lines map[string]int) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			index(c, prefix, lines)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := n.Content[i].Value
-			if prefix != "" {
-				p = prefix + "." + p
-			}
-			lines[p] = n.Content[i].Line
-			index(n.Content[i+1], p, lines)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", prefix, i)
-			lines[p] = c.Line
-			index(c, p, lines)
-		}
-	}
 }
 
 // yamlErr names the file and the line of a YAML error.

@@ -234,6 +234,15 @@ func yamlError(path string, err error, lines map[string]int) error {
 	return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
+// KeyLines is the line of every mapping key of a YAML document, by its dotted path
+// (list items as key[i]): what file:line errors are made of, for the inventory and
+// the other strict files (batch files).
+func KeyLines(root *yaml.Node) map[string]int {
+	lines := map[string]int{}
+	indexLines(root, "", lines)
+	return lines
+}
+
 // indexLines records the line of every mapping key by its dotted path.
 func indexLines(n *yaml.Node, prefix string, lines map[string]int) {
 	switch n.Kind {

@@ -491,7 +491,7 @@ func TestPingUnprivilegedSocket(t *testing.T) {
 		return
 	}
 	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare is not installed")
+		t.Fatal("unshare is not installed (util-linux)")
 	}
 	script := `ip link set lo up && sysctl -qw net.ipv4.ping_group_range="0 2147483647" && exec "$0" -test.run '^TestPingUnprivilegedSocket$' -test.v`
 	cmd := exec.Command("unshare", "--net", "sh", "-c", script, os.Args[0])
