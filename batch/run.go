@@ -454,17 +454,25 @@ func (o *Options) finish(res *Result) error {
 		}
 		res.Checks = Judge(base, current, o.Batch.Limits)
 		out.WriteString(VerdictMarkdown(res.Checks, o.Baseline))
-		raw, _ := json.MarshalIndent(struct {
-			Batch       string  `json:"batch"`
-			Baseline    string  `json:"baseline"`
-			Regressions int     `json:"regressions"`
-			FailedRuns  int     `json:"failed_runs"`
-			ExitCode    int     `json:"exit_code"`
-			Checks      []Check `json:"checks"`
-		}{o.Dir, o.Baseline, Regressions(res.Checks), len(res.Failed), res.ExitCode(), res.Checks}, "", "  ")
-		if err := os.WriteFile(filepath.Join(o.Dir, VerdictFile), raw, 0o644); err != nil {
-			return fmt.Errorf("verdict: %w", err)
-		}
+	}
+	// Written with or without a baseline: a lab's CI reads the batch's outcome here.
+	checks := res.Checks
+	if checks == nil {
+		checks = []Check{}
+	}
+	raw, _ := json.MarshalIndent(struct {
+		Batch       string  `json:"batch"`
+		Baseline    string  `json:"baseline,omitempty"`
+		Runs        int     `json:"runs"`
+		Complete    int     `json:"complete"`
+		FailedRuns  int     `json:"failed_runs"`
+		Interrupted bool    `json:"interrupted"`
+		Regressions int     `json:"regressions"`
+		ExitCode    int     `json:"exit_code"`
+		Checks      []Check `json:"checks"`
+	}{o.Dir, o.Baseline, res.Runs, res.Done, len(res.Failed), res.Interrupted, Regressions(res.Checks), res.ExitCode(), checks}, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.Dir, VerdictFile), raw, 0o644); err != nil {
+		return fmt.Errorf("verdict: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(o.Dir, SummaryFile), []byte(out.String()), 0o644); err != nil {
 		return fmt.Errorf("summary: %w", err)

@@ -114,6 +114,9 @@ func TestBatch(t *testing.T) {
 			t.Errorf("run %s: %s %s, before %+v", rec.ID, rec.Status, rec.Error, rec.Before)
 		}
 	}
+	if raw, err := os.ReadFile(filepath.Join(base, "verdict.json")); err != nil || !strings.Contains(string(raw), `"complete": 12`) || !strings.Contains(string(raw), `"exit_code": 0`) {
+		t.Errorf("verdict.json of the first batch: %v\n%s", err, raw)
+	}
 	sum, _ := os.ReadFile(filepath.Join(base, "summary.md"))
 	for _, want := range []string{"first night", "12 of 12 runs complete", "tcp_ndown with 4 download streams", "tcp_nup with 4 upload streams", "BFIFO 100k (n=3)"} {
 		if !strings.Contains(string(sum), want) {
