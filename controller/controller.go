@@ -516,7 +516,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 		return "", err
 	}
 	rec.w = w
-	jobs := &jobSet{rec: rec, eps: eps}
+	jobs := &jobSet{rec: rec}
 	runErr := o.drive(ctx, eps, w, rec, jobs, setup)
 	// Whatever is still running (the listener, the samplers; everything after Ctrl-C
 	// or a failure) is stopped, and its last samples recorded, before the file ends.
@@ -543,7 +543,6 @@ type jobKey struct {
 // stopped when it ends (the listener, the samplers).
 type jobSet struct {
 	rec        *recorder
-	eps        []*endpoint
 	awaited    map[jobKey]bool
 	background map[jobKey]bool
 }
