@@ -176,6 +176,14 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 		watch.Reset(d)
 	}
 	fail := func(err error) (*Agent, error) {
+		if errors.Is(err, errEnded) {
+			// Its stdout ended: its stderr comes on a stream of its own, whole once
+			// the session has the exit status.
+			select {
+			case <-p.Exited():
+			case <-time.After(2 * time.Second):
+			}
+		}
 		p.Close()
 		mu.Lock()
 		timedOut, what := expired, phase
@@ -310,6 +318,9 @@ func shortHash(h string) string {
 	return h
 }
 
+// errEnded is a bootstrap whose command ended before the agent started.
+var errEnded = errors.New("the command ended before the agent started")
+
 // maxJunk bounds what a login shell may print before the bootstrap's first line.
 const maxJunk = 1 << 20
 
@@ -326,11 +337,10 @@ func readMark(r *bufio.Reader, marks ...string) (string, error) {
 		}
 		if err != nil {
 			if err == io.EOF {
-				msg := "the command ended before the agent started"
 				if t := strings.TrimSpace(string(last)); t != "" {
-					msg += fmt.Sprintf(" (last output %q)", t)
+					return "", fmt.Errorf("%w (last output %q)", errEnded, t)
 				}
-				return "", errors.New(msg)
+				return "", errEnded
 			}
 			return "", err
 		}
