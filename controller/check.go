@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 )
@@ -39,8 +40,8 @@ done
 // a password, the addresses of the host with their devices (the controller finds
 // test_ip among them), the ping group range and the user's groups (ICMP sockets
 // without root), and whether netem and ifb work. As root these are tried in a
-// scratch namespace ($3) that is deleted after; ifb only when its module is in the
-// kernel already, since loading it adds ifb0 and ifb1 to the host. Not as root,
+// scratch namespace ($3) that is deleted after; ifb only when that loads no module
+// (qdisc.IFBLoaded), since loading it adds ifb0 and ifb1 to the host. Not as root,
 // modprobe -n says whether the modules exist. $1 is the agent's path, $2 "sudo"
 // when it runs through sudo.
 const accessScript = `u=$(id -u)
@@ -55,7 +56,7 @@ echo "pinggroups $(cat /proc/sys/net/ipv4/ping_group_range 2>/dev/null) groups $
 if [ "$u" = 0 ] && ip netns add "$3" 2>/dev/null; then
   ip -n "$3" link add bbchk0 type veth peer name bbchk1 >/dev/null 2>&1
   if e=$(tc -n "$3" qdisc add dev bbchk0 root netem delay 1ms 2>&1); then echo "netem yes"; else echo "netem no $e" | head -1; fi
-  if [ -d /sys/module/ifb ]; then
+  if ` + qdisc.IFBLoaded + `; then
     if e=$(ip -n "$3" link add bbchk2 type ifb 2>&1); then echo "ifb yes"; else echo "ifb no $e" | head -1; fi
   elif modprobe -n -q ifb 2>/dev/null; then echo "ifb module"; else echo "ifb no the kernel has no ifb module (CONFIG_IFB)"; fi
   ip netns del "$3"
@@ -266,9 +267,10 @@ func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Write
 	return problems
 }
 
-// isBottleneck says whether a setup changes devices of the host.
+// isBottleneck says whether a setup changes devices of the host: a bottleneck's
+// or a path device's (netem).
 func (o *Options) isBottleneck(host string) bool {
-	for _, b := range o.Inventory.Bottleneck {
+	for _, b := range append(append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...), o.Inventory.PathDevices...) {
 		if b.Host == host {
 			return true
 		}

@@ -637,7 +637,7 @@ func (js *jobSet) stopAll(ctx context.Context) {
 	}
 }
 
-func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup *datafile.Setup) error {
+func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup applied) error {
 	client, server := eps[0], eps[1]
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
@@ -649,7 +649,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
-		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup, Note: o.Note,
+		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup.setup, Path: setup.path, Note: o.Note,
 	}
 	for _, ep := range eps {
 		meta.Hosts = append(meta.Hosts, ep.info)

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bloatbench/bloatbench/agent"
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/runners"
@@ -54,7 +56,7 @@ func (o *Options) lockBottlenecks(eps []*endpoint) (unlock func(), err error) {
 	if o.Setup != nil {
 		what += " with setup " + o.Setup.Name
 	}
-	for _, b := range o.Inventory.Bottleneck {
+	for _, b := range append(append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...), o.Inventory.PathDevices...) {
 		l, err := qdisc.LockDevice(o.journalDir(), b.Host, endpointOf(eps, b.Host).conn.Target.Addr, b.Dev, what)
 		if err != nil {
 			unlock()
@@ -65,52 +67,134 @@ func (o *Options) lockBottlenecks(eps []*endpoint) (unlock func(), err error) {
 	return unlock, nil
 }
 
-// applySetup snapshots every bottleneck, writes the journal, applies the setup and
-// reads it back. It returns the record for the data file and the function that
-// puts everything back (a no-op without a setup). If applying fails, what was done
-// is undone before it returns.
-func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (*datafile.Setup, func() error, error) {
-	noop := func() error { return nil }
-	if o.Setup == nil || len(o.Inventory.Bottleneck) == 0 {
-		if o.Setup != nil {
-			return nil, noop, fmt.Errorf("%s: setup %s needs bottleneck: devices in the inventory", o.Inventory.Path, o.Setup.Name)
-		}
-		return nil, noop, nil
-	}
+// target is a device a run changes, and what it puts there.
+type target struct {
+	host, dev string
+	setup     *qdisc.Setup
+	path      bool // path emulation, not the setup under test
+}
+
+// targets are the devices a run changes: every bottleneck with the setup, when the
+// setup changes them, and every path device with netem (the setup's, else the
+// inventory's). The path netem carries the name of the setup that gave it.
+func (o *Options) targets() ([]target, []string, error) {
+	inv := o.Inventory
+	var ts []target
 	s := o.Setup
+	if s != nil && s.TouchesBottleneck() {
+		if len(inv.Bottleneck) == 0 {
+			return nil, nil, fmt.Errorf("%s: setup %s needs bottleneck: devices in the inventory", inv.Path, s.Name)
+		}
+		for _, b := range inv.Bottleneck {
+			ts = append(ts, target{host: b.Host, dev: b.Dev, setup: s})
+		}
+	}
+	var args []string
+	source := ""
+	switch {
+	case s != nil && s.Netem != nil:
+		if len(inv.PathDevices) == 0 {
+			return nil, nil, fmt.Errorf("%s: setup %s sets netem:, and %s lists no path_devices: to put it on (devices off the bottleneck, e.g. path_devices: [{host: server, dev: eth1}])", s.Source, s.Name, inv.Path)
+		}
+		args, source = s.Netem, s.Source
+	case inv.Netem != nil:
+		a, err := qdisc.NetemArgs(inv.Netem, inv.Where("netem"))
+		if err != nil {
+			return nil, nil, err
+		}
+		args, source = a, inv.Where("netem")
+	}
+	if args != nil {
+		ps := qdisc.PathSetup("path", "netem "+strings.Join(args, " "), source, args)
+		for _, p := range inv.PathDevices {
+			ts = append(ts, target{host: p.Host, dev: p.Dev, setup: ps, path: true})
+		}
+	}
+	return ts, args, nil
+}
+
+// changedDevs are the devices whose qdiscs a run samples and records: the
+// bottlenecks, the IFBs the setup shapes their ingress on, and the path devices
+// when the run puts netem there.
+func (o *Options) changedDevs() []inventory.Bottleneck {
+	devs := append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...)
+	if o.Setup != nil && o.Setup.Ingress != nil {
+		for _, b := range o.Inventory.Bottleneck {
+			devs = append(devs, inventory.Bottleneck{Host: b.Host, Dev: qdisc.IFBName(b.Dev)})
+		}
+	}
+	if o.Setup != nil && o.Setup.Netem != nil || o.Inventory.Netem != nil {
+		devs = append(devs, o.Inventory.PathDevices...)
+	}
+	return devs
+}
+
+// applied is what applySetup did, for the data file.
+type applied struct {
+	setup *datafile.Setup
+	path  *datafile.Path
+}
+
+// applySetup snapshots every device the run changes, writes the journal, applies
+// the setup (and the path emulation) and reads it back. It returns the record for
+// the data file and the function that puts everything back (a no-op when the run
+// changes nothing). If applying fails, what was done is undone before it returns.
+func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, func() error, error) {
+	noop := func() error { return nil }
+	ts, netem, err := o.targets()
+	if err != nil || len(ts) == 0 {
+		return applied{}, noop, err
+	}
+	name := "path"
+	if o.Setup != nil {
+		name = o.Setup.Name
+	}
 	dir := o.journalDir()
-	j := qdisc.NewJournal(s.Name, o.Inventory.Path)
-	for _, b := range o.Inventory.Bottleneck {
-		ep := endpointOf(eps, b.Host)
-		st, err := qdisc.Snapshot(ctx, ep, b.Host, b.Dev)
+	j := qdisc.NewJournal(name, o.Inventory.Path)
+	for _, t := range ts {
+		ep := endpointOf(eps, t.host)
+		st, err := qdisc.Snapshot(ctx, ep, t.host, t.dev)
 		if err == nil {
 			err = st.CheckRestorable()
 		}
 		if err != nil {
-			return nil, noop, err
+			return applied{}, noop, err
 		}
 		j.States = append(j.States, st)
-		j.Hosts[b.Host] = ep.host
+		j.Hosts[t.host] = ep.host
 	}
 	if err := j.Save(dir); err != nil {
-		return nil, noop, err
+		return applied{}, noop, err
 	}
 	restore := func() error { return o.restore(ctx, eps, j) }
-	rec := &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
-	for _, st := range j.States {
-		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host), s, st)
+	var rec applied
+	if s := o.Setup; s != nil {
+		rec.setup = &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
+	}
+	if netem != nil {
+		rec.path = &datafile.Path{Netem: strings.Join(netem, " ")}
+	}
+	for i, st := range j.States {
+		t := ts[i]
+		done, now, err := qdisc.Apply(ctx, endpointOf(eps, st.Host), t.setup, st)
 		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("run interrupted while applying setup %s: %w", s.Name, err)
+			err = fmt.Errorf("run interrupted while applying setup %s: %w", name, err)
 		}
 		if err != nil {
 			if rerr := restore(); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
-			return nil, noop, err
+			return applied{}, noop, err
 		}
 		readBack, _ := json.Marshal(now)
-		rec.Devices = append(rec.Devices, datafile.SetupDevice{Host: st.Host, Dev: st.Dev, Commands: done, ReadBack: readBack})
-		o.logf("setup %s applied on %s:%s", s.Name, st.Host, st.Dev)
+		d := datafile.SetupDevice{Host: st.Host, Dev: st.Dev, Commands: done, ReadBack: readBack}
+		if t.path {
+			rec.path.Devices = append(rec.path.Devices, d)
+			o.logf("path emulation (netem %s) applied on %s:%s", rec.path.Netem, st.Host, st.Dev)
+		} else {
+			rec.setup.Devices = append(rec.setup.Devices, d)
+			o.logf("setup %s applied on %s:%s", name, st.Host, st.Dev)
+		}
 	}
 	return rec, restore, nil
 }
@@ -143,9 +227,10 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 	return j.Remove()
 }
 
-// recordStates writes every bottleneck's tc statistics into the data file.
+// recordStates writes the tc statistics of every device the run changes (the
+// bottlenecks at least) into the data file.
 func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile.Writer, phase string) {
-	for _, b := range o.Inventory.Bottleneck {
+	for _, b := range o.changedDevs() {
 		ep := endpointOf(eps, b.Host)
 		err := ep.alive(ctx)
 		var out []byte
@@ -165,7 +250,7 @@ func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile
 func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobSet, step float64, t0 time.Time) error {
 	devs := map[string][]string{}
 	var hosts []string
-	for _, b := range o.Inventory.Bottleneck {
+	for _, b := range o.changedDevs() {
 		if devs[b.Host] == nil {
 			hosts = append(hosts, b.Host)
 		}

@@ -66,6 +66,8 @@ type Metadata struct {
 	CommandLine []string          `json:"command_line"`
 	// Setup is the qdisc setup applied for this run, if any.
 	Setup *Setup `json:"setup,omitempty"`
+	// Path is the path emulation (netem) put on the inventory's path devices.
+	Path *Path `json:"path,omitempty"`
 	// Family is the address family of the test traffic, "ipv4" or "ipv6" (the
 	// server's test_ip); files from before it have none, and were IPv4.
 	Family string `json:"family,omitempty"`
@@ -90,6 +92,12 @@ type Setup struct {
 	Name    string        `json:"name"`
 	Title   string        `json:"title"`
 	Source  string        `json:"source"` // "built-in" or the inventory's file:line
+	Devices []SetupDevice `json:"devices"`
+}
+
+// Path records the netem a run put on the path devices, off the bottleneck.
+type Path struct {
+	Netem   string        `json:"netem"` // tc's words after "netem"
 	Devices []SetupDevice `json:"devices"`
 }
 

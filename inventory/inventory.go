@@ -33,6 +33,13 @@ type Inventory struct {
 	// Testbed names the local lab this inventory was written for, so that
 	// `testbed down -H FILE` knows what to remove.
 	Testbed string `yaml:"testbed,omitempty"`
+	// PathDevices lists the devices where path emulation (netem) goes: off the
+	// bottleneck, so that the qdisc under test stays the one that queues, e.g. a
+	// router's far side or the endpoints' own devices behind a router.
+	PathDevices []Bottleneck `yaml:"path_devices,omitempty"`
+	// Netem is the path emulation every run of this inventory puts on the path
+	// devices (a setup's own netem: replaces it for that setup's runs).
+	Netem *NetemSpec `yaml:"netem,omitempty"`
 
 	lines map[string]int
 }
@@ -54,6 +61,31 @@ type SetupSpec struct {
 	BQL  *BQLSpec `yaml:"bql,omitempty"`
 	// Offloads sets gso, tso, gro: on or off.
 	Offloads map[string]string `yaml:"offloads,omitempty"`
+	// Ingress shapes what the bottleneck receives: an IFB device takes the
+	// device's ingress through a mirred filter, and this qdisc (under an htb class
+	// at Rate when given) runs on the IFB's egress, as sqm-scripts does.
+	Ingress *IngressSpec `yaml:"ingress,omitempty"`
+	// Netem emulates the path (delay, loss, reordering, rate) on the inventory's
+	// path_devices: for this setup's runs.
+	Netem *NetemSpec `yaml:"netem,omitempty"`
+}
+
+// IngressSpec is the qdisc that shapes a device's ingress on its IFB.
+type IngressSpec struct {
+	Root *QdiscSpec `yaml:"root,omitempty"`
+	Rate string     `yaml:"rate,omitempty"`
+}
+
+// NetemSpec is a netem qdisc in tc-netem's words. Delay and loss apply each way
+// the device sends: a path device on each end with delay D gives an RTT of 2D.
+type NetemSpec struct {
+	Delay        string `yaml:"delay,omitempty"`        // 25ms
+	Jitter       string `yaml:"jitter,omitempty"`       // 2ms, with delay
+	Distribution string `yaml:"distribution,omitempty"` // normal, pareto, paretonormal, uniform
+	Loss         string `yaml:"loss,omitempty"`         // 0.5%
+	Reorder      string `yaml:"reorder,omitempty"`      // 1%, with delay
+	Rate         string `yaml:"rate,omitempty"`         // 100mbit
+	Limit        int    `yaml:"limit,omitempty"`        // packets netem holds (tc's default is 1000)
 }
 
 // QdiscSpec is one qdisc: its kind and tc parameters (a flag has an empty value).
@@ -336,6 +368,23 @@ func (inv *Inventory) check(lines map[string]int) error {
 		if err := CheckDevName(b.Dev); err != nil {
 			return errAt(key+".dev", "%v", err)
 		}
+	}
+	for i, p := range inv.PathDevices {
+		key := fmt.Sprintf("path_devices[%d]", i)
+		if inv.Hosts[p.Host] == nil {
+			return errAt(key+".host", "no host %q under hosts: (the hosts are %s)", p.Host, strings.Join(names, ", "))
+		}
+		if err := CheckDevName(p.Dev); err != nil {
+			return errAt(key+".dev", "%v", err)
+		}
+		for _, b := range inv.Bottleneck {
+			if b == p {
+				return errAt(key, "%s:%s is also a bottleneck: netem there would replace the qdisc under test; put path emulation on another device (a router's far side, or the endpoints behind a router)", p.Host, p.Dev)
+			}
+		}
+	}
+	if inv.Netem != nil && len(inv.PathDevices) == 0 {
+		return errAt("netem", "netem: needs path_devices: to go on, e.g. path_devices: [{host: server, dev: eth1}]")
 	}
 	return nil
 }

@@ -77,6 +77,14 @@ func TestErrors(t *testing.T) {
 			[]string{"hosts.yaml:13:", "bottleneck[0].dev", "15 bytes"}},
 		{"bottleneck host", good + "bottleneck:\n  - {host: z, dev: eth0}\n",
 			[]string{"hosts.yaml:13:", "bottleneck[0].host", `no host "z"`}},
+		{"path device host", good + "path_devices:\n  - {host: z, dev: eth1}\n",
+			[]string{"hosts.yaml:13:", "path_devices[0].host", `no host "z"`}},
+		{"path device is a bottleneck", good + "bottleneck:\n  - {host: b, dev: eth0}\npath_devices:\n  - {host: b, dev: eth0}\n",
+			[]string{"hosts.yaml:15:", "path_devices[0]", "also a bottleneck", "qdisc under test"}},
+		{"netem without path devices", good + "netem: {delay: 25ms}\n",
+			[]string{"hosts.yaml:12:", "netem", "path_devices:"}},
+		{"netem typo", good + "path_devices:\n  - {host: b, dev: eth1}\nnetem: {dealy: 25ms}\n",
+			[]string{"hosts.yaml:14:", "netem.dealy", "not found"}},
 		// Host names go into series names ("qdisc HOST:DEV root drops"), which readers
 		// split at spaces and colons.
 		{"space in host name", strings.Replace(strings.Replace(good, "  b:\n", "  \"lab b\":\n", 1), "server: b", "server: lab b", 1),

@@ -54,7 +54,8 @@ func params(p map[string]string) []string {
 }
 
 // Commands applies the setup to dev, a device with txQueues transmit queues:
-// offloads, then BQL limits on every tx queue, then the qdisc tree.
+// offloads, then BQL limits on every tx queue, then the qdisc tree, then the
+// ingress's IFB, its qdiscs and the redirect to it.
 func (s *Setup) Commands(dev string, txQueues int) []Op {
 	var ops []Op
 	if len(s.Offloads) > 0 {
@@ -81,15 +82,19 @@ func (s *Setup) Commands(dev string, txQueues int) []Op {
 	case s.MQ != nil:
 		ops = append(ops, tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "mq"))
 		for q := 1; q <= txQueues; q++ {
-			ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "parent", fmt.Sprintf("1:%x", q), s.MQ.Kind}, params(s.MQ.Params)...)...))
+			ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "parent", fmt.Sprintf("1:%x", q), s.MQ.Kind}, s.MQ.args()...)...))
 		}
+	case s.Root == nil:
 	case s.Rate != "":
 		ops = append(ops,
 			tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),
 			tc("class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", s.Rate, "ceil", s.Rate),
-			tc(append([]string{"qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", s.Root.Kind}, params(s.Root.Params)...)...))
+			tc(append([]string{"qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", s.Root.Kind}, s.Root.args()...)...))
 	default:
-		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "root", "handle", "1:", s.Root.Kind}, params(s.Root.Params)...)...))
+		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "root", "handle", "1:", s.Root.Kind}, s.Root.args()...)...))
+	}
+	if s.Ingress != nil {
+		ops = append(ops, s.Ingress.commands(dev)...)
 	}
 	return ops
 }

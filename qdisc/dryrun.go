@@ -32,10 +32,21 @@ func DryRun(ctx context.Context, r Runner, host string, s *Setup, txQueues int) 
 		"type", "veth", "peer", "name", "bbdry1"), nil); err != nil {
 		return fmt.Errorf("host %s: cannot make a scratch veth to try setup %s: %w", host, s.Name, err)
 	}
+	// The ingress's IFB is stood in for by the veth's peer: making an IFB would load
+	// the ifb module on the host, which is Apply's business. The peer takes the same
+	// qdiscs, and the mirred filter can redirect to it.
+	ifb := IFBName("bbdry0")
 	var ops []Op
 	for _, o := range s.Commands("bbdry0", max(txQueues, 1)) {
 		if o.Argv[0] == "tc" {
-			ops = append(ops, Op{Argv: append([]string{"tc", "-n", ns}, o.Argv[1:]...)})
+			argv := []string{"tc", "-n", ns}
+			for _, a := range o.Argv[1:] {
+				if a == ifb {
+					a = "bbdry1"
+				}
+				argv = append(argv, a)
+			}
+			ops = append(ops, Op{Argv: argv})
 		}
 	}
 	if _, err := run(ctx, r, host, ops); err != nil {

@@ -27,7 +27,11 @@ func TestCommandsGolden(t *testing.T) {
 			fmt.Fprintf(&b, "# %s: error: %v\n\n", name, err)
 			continue
 		}
-		fmt.Fprintf(&b, "# %s (%s), %s\n%s\n", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
+		fmt.Fprintf(&b, "# %s (%s), %s\n%s", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
+		if p := s.PathCommands("eth1"); p != nil {
+			fmt.Fprintf(&b, "# on each path device (eth1):\n%s", Script(p))
+		}
+		b.WriteString("\n")
 	}
 	golden.Check(t, "commands.golden", []byte(b.String()))
 }
@@ -95,6 +99,13 @@ func TestCheckErrors(t *testing.T) {
 		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, BQL: &inventory.BQLSpec{LimitMax: n(-1)}}, "bql.limit_max"},
 		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Offloads: map[string]string{"lro": "off"}}, "offloads.lro"},
 		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Offloads: map[string]string{"gso": "no"}}, "offloads.gso"},
+		{inventory.SetupSpec{Ingress: &inventory.IngressSpec{Rate: "50mbit"}}, "ingress: needs root"},
+		{inventory.SetupSpec{Ingress: &inventory.IngressSpec{Root: &inventory.QdiscSpec{Kind: "cake; reboot"}}}, "kind"},
+		{inventory.SetupSpec{Ingress: &inventory.IngressSpec{Root: &inventory.QdiscSpec{Kind: "bfifo"}, Rate: "lots"}}, "ingress.rate"},
+		{inventory.SetupSpec{Ingress: &inventory.IngressSpec{Root: &inventory.QdiscSpec{Kind: "bfifo"}}, Rate: "50mbit"}, "needs root"},
+		{inventory.SetupSpec{Netem: &inventory.NetemSpec{Delay: "25ms"}, Params: map[string]string{"target": "5ms"}}, "params:"},
+		{inventory.SetupSpec{Netem: &inventory.NetemSpec{Delay: "25 ms"}}, "netem.delay"},
+		{inventory.SetupSpec{Netem: &inventory.NetemSpec{}}, "netem: empty"},
 	}
 	for _, c := range cases {
 		_, err := check("x", c.spec, "hosts.yaml:12")
@@ -122,5 +133,68 @@ func TestTCKind(t *testing.T) {
 		if got := tcKind(strings.Fields(line)); got != want {
 			t.Errorf("%s: %q, want %q", line, got, want)
 		}
+	}
+}
+
+func TestNetemArgs(t *testing.T) {
+	cases := []struct {
+		spec inventory.NetemSpec
+		want string // tc's words, or the error's key
+	}{
+		{inventory.NetemSpec{Delay: "25ms"}, "delay 25ms"},
+		{inventory.NetemSpec{Delay: "25ms", Jitter: "2ms", Distribution: "normal"}, "delay 25ms 2ms distribution normal"},
+		{inventory.NetemSpec{Loss: "0.5%"}, "loss random 0.5%"},
+		{inventory.NetemSpec{Delay: "10ms", Reorder: "25%", Loss: "1%", Rate: "100mbit", Limit: 5000}, "limit 5000 delay 10ms loss random 1% reorder 25% rate 100mbit"},
+		{inventory.NetemSpec{Rate: "1gbit"}, "rate 1gbit"},
+		{inventory.NetemSpec{Delay: "500us"}, "delay 500us"},
+		{inventory.NetemSpec{}, "error: netem: empty"},
+		{inventory.NetemSpec{Limit: 100}, "error: netem: empty"},
+		{inventory.NetemSpec{Limit: -1, Delay: "1ms"}, "error: netem.limit"},
+		{inventory.NetemSpec{Delay: "25"}, "error: netem.delay"},
+		{inventory.NetemSpec{Delay: "25ms; reboot"}, "error: netem.delay"},
+		{inventory.NetemSpec{Jitter: "2ms"}, "error: netem.jitter"},
+		{inventory.NetemSpec{Reorder: "1%"}, "error: netem.reorder"},
+		{inventory.NetemSpec{Delay: "1ms", Distribution: "normal"}, "error: netem.distribution"},
+		{inventory.NetemSpec{Delay: "1ms", Jitter: "1ms", Distribution: "gauss"}, "error: netem.distribution"},
+		{inventory.NetemSpec{Loss: "1"}, "error: netem.loss"},
+		{inventory.NetemSpec{Loss: "150%"}, "error: netem.loss"},
+		{inventory.NetemSpec{Rate: "fast"}, "error: netem.rate"},
+	}
+	for _, c := range cases {
+		a, err := NetemArgs(&c.spec, "hosts.yaml:3: netem")
+		got := strings.Join(a, " ")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "hosts.yaml:3: ") {
+				t.Errorf("%+v: error %v does not name its place", c.spec, err)
+			}
+			got = "error: " + strings.TrimPrefix(err.Error(), "hosts.yaml:3: ")
+		}
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("%+v: got %q, want %q", c.spec, got, c.want)
+		}
+	}
+}
+
+func TestIngressAndNetemSetups(t *testing.T) {
+	inv := testInventory(t)
+	s := mustSetup(t, "fq_codel-rtt50")
+	if s.Root == nil || s.Root.Kind != "fq_codel" || strings.Join(s.Netem, " ") != "limit 10000 delay 25ms 1ms distribution normal loss random 0.5%" {
+		t.Errorf("fq_codel-rtt50: %+v", s)
+	}
+	if !s.TouchesBottleneck() || strings.Join(s.Kinds(), ",") != "fq_codel,netem" {
+		t.Errorf("fq_codel-rtt50 kinds %v", s.Kinds())
+	}
+	if s := mustSetup(t, "rtt-only"); s.TouchesBottleneck() || s.Root != nil || s.MQ != nil {
+		t.Errorf("rtt-only changes the bottleneck: %+v", s)
+	}
+	s, err := Resolve("cake-ingress", inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Root != nil || s.Ingress == nil || strings.Join(s.Kinds(), ",") != "ingress,cake" || !s.TouchesBottleneck() {
+		t.Errorf("cake-ingress: %+v kinds %v", s, s.Kinds())
+	}
+	if got := IFBName("enp129s0f0np0"); got != "ifb4enp129s0f0n" || len(got) != 15 {
+		t.Errorf("IFB name %q", got)
 	}
 }

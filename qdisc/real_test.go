@@ -375,3 +375,83 @@ func TestHTBRoundedRateRefused(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// Ingress shaping makes an IFB, an ingress qdisc and a redirect filter, shapes on the
+// IFB, and restore removes all three; the egress tree (the lab's htb here) is left
+// as it was, not rebuilt.
+func TestIngressShapingAppliedAndRemoved(t *testing.T) {
+	r := scratch(t, "test0")
+	r.sh(t,
+		"tc qdisc replace dev test0 root handle 1: htb default 1",
+		"tc class add dev test0 parent 1: classid 1:1 htb rate 100mbit ceil 100mbit",
+		"tc qdisc add dev test0 parent 1:1 handle 10: bfifo limit 300000",
+	)
+	ctx := context.Background()
+	before, err := Snapshot(ctx, r, "lab", "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.IFB != nil || before.ingress() != nil || len(before.IngressFilters) != 0 {
+		t.Fatalf("a fresh device shows ingress state: %+v", before)
+	}
+	s := mustSetup(t, "ingress-htb")
+	done, now, err := Apply(ctx, r, s, before)
+	if err != nil {
+		t.Fatalf("apply: %v (ran %v)", err, done)
+	}
+	if now.IFB == nil || now.IFB.Name != "ifb4test0" || now.ingress() == nil || !strings.Contains(strings.Join(now.IngressFilters, " "), "mirred") {
+		t.Fatalf("read back %+v", now)
+	}
+	kinds := map[string]bool{}
+	for _, q := range now.IFB.Qdiscs {
+		kinds[q.Kind] = true
+	}
+	if !kinds["htb"] || !kinds["bfifo"] {
+		t.Errorf("IFB qdiscs %+v", now.IFB.Qdiscs)
+	}
+	if strings.Contains(strings.Join(done, "\n"), "dev test0 root") || !before.sameTree(now) {
+		t.Errorf("an ingress-only setup touched the egress tree: %v", done)
+	}
+	// Traffic through the redirect: the IFB's qdisc counts what test0 received. Both
+	// ends are in one namespace, so a broadcast bound to peer0 is what crosses the
+	// veth rather than the loopback.
+	r.sh(t, "ip addr add 10.9.0.1/24 dev test0", "ip addr add 10.9.0.2/24 dev peer0", "ping -b -c 2 -i 0.2 -W 1 -I peer0 10.9.0.255 >/dev/null 2>&1 || true")
+	if out := r.sh(t, "tc -s qdisc show dev ifb4test0"); !regexp.MustCompile(`Sent [1-9]`).MatchString(out) {
+		t.Errorf("nothing went through the IFB:\n%s", out)
+	}
+	r.sh(t, "ip addr del 10.9.0.1/24 dev test0", "ip addr del 10.9.0.2/24 dev peer0")
+	if err := Restore(ctx, r, before); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := Snapshot(ctx, r, "lab", "test0")
+	if d := before.Diff(after); d != "" || after.IFB != nil || after.ingress() != nil {
+		t.Errorf("not restored: %s", d)
+	}
+	if out := r.sh(t, "ip -o link show"); strings.Contains(out, "ifb") {
+		t.Errorf("an IFB stayed:\n%s", out)
+	}
+}
+
+// A device that has an ingress qdisc or whose IFB exists (a run that was not put
+// back) is refused before anything changes.
+func TestIngressShapingRefusedOverExistingState(t *testing.T) {
+	ctx := context.Background()
+	for name, pre := range map[string]string{"ingress": "tc qdisc add dev test0 ingress", "an_ifb_left": "ip link add name ifb4test0 type ifb"} {
+		t.Run(name, func(t *testing.T) {
+			r := scratch(t, "test0")
+			r.sh(t, pre)
+			before, err := Snapshot(ctx, r, "lab", "test0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, _, err := Apply(ctx, r, mustSetup(t, "ingress-htb"), before)
+			if err == nil || len(done) != 0 || !strings.Contains(err.Error(), "host lab") {
+				t.Errorf("%s: apply ran %v, error %v", pre, done, err)
+			}
+			after, _ := Snapshot(ctx, r, "lab", "test0")
+			if d := before.Diff(after); d != "" {
+				t.Errorf("%s: changed: %s", pre, d)
+			}
+		})
+	}
+}

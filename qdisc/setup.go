@@ -18,14 +18,20 @@ import (
 type Setup struct {
 	Name  string
 	Title string
-	// Exactly one of Root and MQ is set.
+	// At most one of Root and MQ is set; neither when the setup only shapes the
+	// ingress or emulates the path, and leaves the bottleneck's egress as found.
 	Root *Qdisc // at the root, or under the htb class when Rate is set
 	MQ   *Qdisc // under every tx queue of an mq root
 	Rate string // htb shaping rate
 	BQL  *BQL
 	// Offloads in ethtool's words: gso, tso, gro -> true (on) or false (off).
 	Offloads map[string]bool
-	Builtin  bool
+	// Ingress shapes the bottleneck's ingress on an IFB.
+	Ingress *Ingress
+	// Netem is tc's words after "netem" for the inventory's path devices, nil for
+	// none (the inventory's own netem: then applies, if any).
+	Netem   []string
+	Builtin bool
 	// Source says where it was defined: "built-in" or file:line.
 	Source string
 }
@@ -34,6 +40,17 @@ type Setup struct {
 type Qdisc struct {
 	Kind   string
 	Params map[string]string // "" is a flag without a value
+	// Args, when set, are the parameters in tc's order instead: netem reads
+	// positional words (delay 25ms 2ms) that a map cannot keep in order.
+	Args []string
+}
+
+// args are the qdisc's parameters as tc words.
+func (q *Qdisc) args() []string {
+	if q.Args != nil {
+		return q.Args
+	}
+	return params(q.Params)
 }
 
 // BQL limits, bytes.
@@ -166,6 +183,12 @@ func overlay(base, o inventory.SetupSpec) inventory.SetupSpec {
 	if o.BQL != nil {
 		out.BQL = o.BQL
 	}
+	if o.Ingress != nil {
+		out.Ingress = o.Ingress
+	}
+	if o.Netem != nil {
+		out.Netem = o.Netem
+	}
 	out.Offloads = merge(base.Offloads, o.Offloads)
 	out.Params = merge(base.Params, o.Params)
 	return out
@@ -192,32 +215,44 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 	if s.Title == "" {
 		s.Title = name
 	}
-	if (sp.Root == nil) == (sp.MQ == nil) {
-		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...}")
+	if sp.Root != nil && sp.MQ != nil || sp.Root == nil && sp.MQ == nil && sp.Ingress == nil && sp.Netem == nil {
+		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...} (or only ingress: or netem:, to leave the egress as found)")
 	}
-	leafSpec := sp.Root
-	if sp.MQ != nil {
-		leafSpec = sp.MQ
-	}
-	leaf := &Qdisc{Kind: leafSpec.Kind, Params: map[string]string{}}
-	for k, v := range leafSpec.Params {
-		leaf.Params[k] = v
-	}
-	for k, v := range sp.Params {
-		leaf.Params[k] = v
-	}
-	if !kindRE.MatchString(leaf.Kind) {
-		return nil, errf("qdisc kind %q: write a tc qdisc name such as fq_codel", leaf.Kind)
-	}
-	for k, v := range leaf.Params {
-		if !paramRE.MatchString(k) || !valueRE.MatchString(v) {
-			return nil, errf("parameter %q: %q: names are lower-case words (target, split-gso), values plain tc values (15ms, 950mbit)", k, v)
+	if sp.Ingress != nil {
+		in, err := checkIngress(sp.Ingress, errf)
+		if err != nil {
+			return nil, err
 		}
+		s.Ingress = in
 	}
-	if sp.MQ != nil {
-		s.MQ = leaf
+	if sp.Netem != nil {
+		args, err := NetemArgs(sp.Netem, fmt.Sprintf("%s: setup %s: netem", source, name))
+		if err != nil {
+			return nil, err
+		}
+		s.Netem = args
+	}
+	if sp.Root == nil && sp.MQ == nil {
+		if sp.Rate != "" && sp.Rate != needsRate {
+			return nil, errf("rate (htb shaping) needs root: {kind: ...}, the qdisc under the shaper")
+		}
+		if len(sp.Params) > 0 {
+			return nil, errf("params: set the egress qdisc's parameters, and this setup has none (root: or mq:)")
+		}
 	} else {
-		s.Root = leaf
+		leafSpec := sp.Root
+		if sp.MQ != nil {
+			leafSpec = sp.MQ
+		}
+		leaf, err := checkQdisc(leafSpec, sp.Params, errf)
+		if err != nil {
+			return nil, err
+		}
+		if sp.MQ != nil {
+			s.MQ = leaf
+		} else {
+			s.Root = leaf
+		}
 	}
 	switch {
 	case s.Rate == needsRate:
@@ -248,6 +283,22 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 	return s, nil
 }
 
+// checkQdisc checks a qdisc's kind and parameters, extra's over the spec's own.
+func checkQdisc(sp *inventory.QdiscSpec, extra map[string]string, errf func(string, ...any) error) (*Qdisc, error) {
+	q := &Qdisc{Kind: sp.Kind, Params: map[string]string{}}
+	maps.Copy(q.Params, sp.Params)
+	maps.Copy(q.Params, extra)
+	if !kindRE.MatchString(q.Kind) {
+		return nil, errf("qdisc kind %q: write a tc qdisc name such as fq_codel", q.Kind)
+	}
+	for k, v := range q.Params {
+		if !paramRE.MatchString(k) || !valueRE.MatchString(v) {
+			return nil, errf("parameter %q: %q: names are lower-case words (target, split-gso), values plain tc values (15ms, 950mbit)", k, v)
+		}
+	}
+	return q, nil
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -257,13 +308,33 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// Kinds are the qdisc kinds a setup needs from the kernel and from tc.
+// Kinds are the qdisc kinds a setup needs from the kernel and from tc: the egress
+// root first (when the setup sets one), then the ingress's and netem.
 func (s *Setup) Kinds() []string {
+	var k []string
 	switch {
 	case s.MQ != nil:
-		return []string{"mq", s.MQ.Kind}
-	case s.Rate != "":
-		return []string{"htb", s.Root.Kind}
+		k = []string{"mq", s.MQ.Kind}
+	case s.Root != nil && s.Rate != "":
+		k = []string{"htb", s.Root.Kind}
+	case s.Root != nil:
+		k = []string{s.Root.Kind}
 	}
-	return []string{s.Root.Kind}
+	if s.Ingress != nil {
+		k = append(k, "ingress")
+		if s.Ingress.Rate != "" {
+			k = append(k, "htb")
+		}
+		k = append(k, s.Ingress.Root.Kind)
+	}
+	if s.Netem != nil {
+		k = append(k, "netem")
+	}
+	return k
+}
+
+// TouchesBottleneck says whether the setup changes the bottleneck devices at all:
+// one that only emulates the path leaves them as found.
+func (s *Setup) TouchesBottleneck() bool {
+	return s.Root != nil || s.MQ != nil || s.Ingress != nil || s.BQL != nil || len(s.Offloads) > 0
 }

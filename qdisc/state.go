@@ -41,9 +41,20 @@ type State struct {
 	// TickInUsec is tc's clock on the host (from /proc/net/psched): htb keeps a
 	// class's burst as a time in its ticks, which tc -d prints rounded to bytes.
 	TickInUsec float64 `json:"tick_in_usec,omitempty"`
+	// IngressFilters are the lines of tc filter show for the ingress (ffff:), which a
+	// setup's ingress shaping adds and restore must see gone.
+	IngressFilters []string `json:"ingress_filters,omitempty"`
+	// IFB is the device that shapes this one's ingress (IFBName), when it exists.
+	IFB *IFBState `json:"ifb,omitempty"`
 	// legacy marks a state read from a version 1 journal, which recorded neither
 	// features, filters nor the htb class details of tc -d: those are not compared.
 	legacy bool
+}
+
+// IFBState is an IFB device and its qdiscs.
+type IFBState struct {
+	Name   string    `json:"name"`
+	Qdiscs []TCQdisc `json:"qdiscs"`
 }
 
 // TCQdisc is one qdisc as `tc -j qdisc show` gives it.
@@ -119,6 +130,13 @@ for q in /sys/class/net/"$dev"/queues/tx-*; do
 done
 echo @@offloads
 ethtool -k "$dev" 2>/dev/null || true
+echo @@ingress
+if tc qdisc show dev "$dev" | grep -Eq '^qdisc (ingress|clsact) ffff:'; then
+  tc filter show dev "$dev" parent ffff: || echo "?"
+fi
+ifb=$(printf '%.15s' "ifb4$dev")
+echo @@ifb
+if [ -d "/sys/class/net/$ifb" ]; then echo "$ifb"; tc -j qdisc show dev "$ifb" || exit 6; fi
 `
 
 // Snapshot reads a device's state.
@@ -334,6 +352,18 @@ func parseState(out []byte) (*State, error) {
 		return a < b
 	})
 	st.Offloads, st.Features = parseFeatures(string(sections["offloads"]))
+	for _, line := range strings.Split(string(sections["ingress"]), "\n") {
+		if t := strings.TrimSpace(line); t != "" {
+			st.IngressFilters = append(st.IngressFilters, t)
+		}
+	}
+	if ifb := sections["ifb"]; len(bytes.TrimSpace(ifb)) > 0 {
+		name, qd, _ := bytes.Cut(bytes.TrimLeft(ifb, " \n"), []byte("\n"))
+		st.IFB = &IFBState{Name: string(bytes.TrimSpace(name))}
+		if err := json.Unmarshal(qd, &st.IFB.Qdiscs); err != nil {
+			return nil, fmt.Errorf("parse tc -j qdisc show of %s: %w", st.IFB.Name, err)
+		}
+	}
 	st.TickInUsec = tickInUsec(string(sections["psched"]))
 	return st, nil
 }
@@ -416,6 +446,16 @@ func (st *State) bursts(c Class) (burst, cburst string, err error) {
 	return fmt.Sprintf("%db", b), fmt.Sprintf("%db", cb), nil
 }
 
+// ingress is the device's ingress or clsact qdisc, nil when it has none.
+func (st *State) ingress() *TCQdisc {
+	for i := range st.Qdiscs {
+		if q := &st.Qdiscs[i]; strings.HasPrefix(q.Parent, "ffff:") {
+			return q
+		}
+	}
+	return nil
+}
+
 func (st *State) root() *TCQdisc {
 	for i := range st.Qdiscs {
 		if st.Qdiscs[i].Root {
@@ -486,16 +526,31 @@ func (st *State) restoreOps(now *State) ([]Op, error) {
 		return nil, err
 	}
 	var ops []Op
-	// The root goes first: deleting it takes every qdisc and class below with it, and
-	// gives the kernel's default back. Nothing to delete when that is what is there.
-	if now == nil || !now.kernelDefault() {
-		ops = append(ops, Op{Argv: []string{"tc", "qdisc", "del", "dev", st.Dev, "root"}})
+	if now != nil {
+		// The ingress redirect goes before its IFB (deleting the qdisc takes its
+		// filters with it), so that no packet is sent to a device being removed.
+		if q := now.ingress(); q != nil && st.ingress() == nil {
+			ops = append(ops, Op{Argv: []string{"tc", "qdisc", "del", "dev", st.Dev, q.Kind}})
+		}
+		if now.IFB != nil && st.IFB == nil {
+			ops = append(ops, Op{Argv: []string{"ip", "link", "del", "dev", now.IFB.Name}})
+		}
 	}
+	// The tree is checked even when it is left alone: a state that could not be
+	// put back is refused before anything changes.
 	tree, err := st.treeOps()
 	if err != nil {
 		return nil, err
 	}
-	ops = append(ops, tree...)
+	// The root goes first: deleting it takes every qdisc and class below with it, and
+	// gives the kernel's default back. Nothing to delete when that is what is there,
+	// and nothing to do when the tree is as it was (a setup that shaped the ingress).
+	if now == nil || !st.sameTree(now) {
+		if now == nil || !now.kernelDefault() {
+			ops = append(ops, Op{Argv: []string{"tc", "qdisc", "del", "dev", st.Dev, "root"}})
+		}
+		ops = append(ops, tree...)
+	}
 	for _, b := range st.BQL {
 		ops = append(ops,
 			Op{Argv: []string{"tee", bqlPath(st.Dev, b.Queue, "limit_max")}, Stdin: b.LimitMax},
@@ -672,6 +727,22 @@ func (st *State) featureOp(now *State) (Op, bool) {
 	return Op{Argv: argv}, len(argv) > 3
 }
 
+// sameTree says whether now's egress tree (qdiscs but the ingress's, classes,
+// filters) is st's.
+func (st *State) sameTree(now *State) bool {
+	egress := func(qs []TCQdisc) []TCQdisc {
+		var out []TCQdisc
+		for _, q := range qs {
+			if !strings.HasPrefix(q.Parent, "ffff:") {
+				out = append(out, q)
+			}
+		}
+		return out
+	}
+	return !st.legacy && !now.legacy && qdiscKey(egress(st.Qdiscs)) == qdiscKey(egress(now.Qdiscs)) &&
+		fmt.Sprint(st.Classes) == fmt.Sprint(now.Classes) && fmt.Sprint(st.Filters) == fmt.Sprint(now.Filters)
+}
+
 // Diff says how now differs from st, or "" when it does not.
 func (st *State) Diff(now *State) string {
 	a, b := st, now
@@ -697,7 +768,20 @@ func (st *State) Diff(now *State) string {
 	if x, y := fmt.Sprint(a.Features), fmt.Sprint(b.Features); x != y {
 		d = append(d, fmt.Sprintf("ethtool features were %s, are %s", x, y))
 	}
+	if x, y := strings.Join(a.IngressFilters, " "), strings.Join(b.IngressFilters, " "); x != y {
+		d = append(d, fmt.Sprintf("ingress filters were [%s], are [%s]", x, y))
+	}
+	if x, y := a.IFB.key(), b.IFB.key(); x != y {
+		d = append(d, fmt.Sprintf("IFB was %s, is %s", x, y))
+	}
 	return strings.Join(d, "; ")
+}
+
+func (i *IFBState) key() string {
+	if i == nil {
+		return "none"
+	}
+	return i.Name + " " + qdiscKey(i.Qdiscs)
 }
 
 // v1 is the state as a version 1 journal recorded it, for comparing with one.
@@ -805,8 +889,18 @@ func Apply(ctx context.Context, r Runner, s *Setup, before *State) ([]string, *S
 			return nil, nil, fmt.Errorf("host %s: setup %s sets offload %s, but ethtool -k %s does not show it (is ethtool installed?)", before.Host, s.Name, k, before.Dev)
 		}
 	}
+	if s.Ingress != nil {
+		if q := before.ingress(); q != nil {
+			return nil, nil, fmt.Errorf("host %s: setup %s shapes the ingress of %s, which has a %s qdisc already: its filters could not be put back exactly, so bloatbench leaves the device alone; remove it first (%s) or shape another device",
+				before.Host, s.Name, before.Dev, q.Kind, remote.Command("tc", "qdisc", "del", "dev", before.Dev, q.Kind))
+		}
+		if before.IFB != nil {
+			return nil, nil, fmt.Errorf("host %s: setup %s shapes the ingress of %s on device %s, which exists already: if a run left it, bloatbench restore puts the host back; else remove it (%s)",
+				before.Host, s.Name, before.Dev, before.IFB.Name, remote.Command("ip", "link", "del", "dev", before.IFB.Name))
+		}
+	}
 	ops := s.Commands(before.Dev, before.TxQueues)
-	if !before.kernelDefault() {
+	if (s.Root != nil || s.MQ != nil) && !before.kernelDefault() {
 		// `replace` cannot turn one kind into another under the same handle.
 		ops = append([]Op{{Argv: []string{"tc", "qdisc", "del", "dev", before.Dev, "root"}}}, ops...)
 	}
@@ -825,6 +919,20 @@ func Apply(ctx context.Context, r Runner, s *Setup, before *State) ([]string, *S
 }
 
 func (s *Setup) verify(now *State) error {
+	if s.Ingress != nil {
+		if err := s.Ingress.verify(now); err != nil {
+			return err
+		}
+	}
+	if s.Root != nil || s.MQ != nil {
+		if err := s.verifyRoot(now); err != nil {
+			return err
+		}
+	}
+	return s.verifyDevice(now)
+}
+
+func (s *Setup) verifyRoot(now *State) error {
 	r := now.root()
 	if r == nil {
 		return errors.New("no root qdisc")
@@ -858,6 +966,11 @@ func (s *Setup) verify(now *State) error {
 			return fmt.Errorf("no %s under htb class 1:1", s.Root.Kind)
 		}
 	}
+	return nil
+}
+
+// verifyDevice checks BQL limits and offloads.
+func (s *Setup) verifyDevice(now *State) error {
 	if s.BQL != nil {
 		for _, b := range now.BQL {
 			if s.BQL.LimitMax != nil && b.LimitMax != strconv.Itoa(*s.BQL.LimitMax) {

@@ -67,6 +67,11 @@ func batchAction(c *cli.Context) error {
 		return batchDryRun(c, b)
 	}
 	co := controller.Options{Inventory: b.Inventory, Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}
+	// As run does: the hosts whose devices the runs change get a root agent.
+	co.ChangesDevices = b.Inventory.Netem != nil
+	for _, s := range b.Setups {
+		co.ChangesDevices = co.ChangesDevices || s != nil
+	}
 	if co.Self, co.SelfHash, err = selfBinary(); err != nil {
 		return err
 	}
@@ -138,6 +143,11 @@ func batchDryRun(c *cli.Context, b *batch.Batch) error {
 				queues = " (shown for 4 tx queues)"
 			}
 			fmt.Fprintf(w, "\n# setup %s (%s) on %s:%s%s\n%s", s.Name, s.Title, bn.Host, bn.Dev, queues, qdisc.Script(s.Commands(bn.Dev, 4)))
+		}
+		for _, p := range b.Inventory.PathDevices {
+			if ops := s.PathCommands(p.Dev); ops != nil {
+				fmt.Fprintf(w, "\n# setup %s's path emulation on %s:%s\n%s", s.Name, p.Host, p.Dev, qdisc.Script(ops))
+			}
 		}
 	}
 	return nil
