@@ -60,7 +60,8 @@ type Command struct {
 // Limit is a threshold: how much worse than the baseline a metric may get before
 // the batch calls it a regression.
 type Limit struct {
-	// Metric is a row of compare's side-by-side table, e.g. "Ping loaded median".
+	// Metric is a row of compare's side-by-side table, e.g. "Ping (ms) ICMP loaded
+	// median" (its former name, "Ping loaded median", is read too).
 	Metric string `yaml:"metric"`
 	// Worse is the change that is a regression, with its sign: "+10%" (higher is
 	// worse: latency) or "-5%" (lower is worse: throughput).

@@ -10,7 +10,7 @@ import (
 
 // HistoryMetrics are what `history` draws unless told otherwise: the loaded ping's
 // median and the throughput sums, the numbers a nightly run exists to watch.
-var HistoryMetrics = []string{"Ping loaded median", "TCP download sum", "TCP upload sum"}
+var HistoryMetrics = []string{"Ping (ms) ICMP loaded median", "TCP download sum", "TCP upload sum"}
 
 // Histories reads batch folders, oldest first, and makes one chart a test and
 // setup: each metric's median over every batch's runs, with the baseline batch's

@@ -22,20 +22,17 @@ func MetricNames() []string {
 	return out
 }
 
+// knownMetric accepts a metric's name, or the name it had before the ping metrics
+// were named for their summary rows ("Ping loaded median"), so batch files written
+// then still read.
 func knownMetric(name string) bool {
-	for _, n := range MetricNames() {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	_, ok := report.LookupMetric(name)
+	return ok
 }
 
 func metric(name string) report.Metric {
-	for _, m := range report.AllMetrics() {
-		if m.Name == name {
-			return m
-		}
+	if m, ok := report.LookupMetric(name); ok {
+		return m
 	}
 	panic("batch: unknown metric " + name) // names are checked when the file is read
 }
@@ -217,7 +214,8 @@ func VerdictMarkdown(cs []Check, baselineDir string) string {
 }
 
 func metricLabel(c Check) string {
-	if c.Units == "" {
+	// A metric named for a flent row may carry its units already: "Ping (ms) ICMP".
+	if c.Units == "" || strings.Contains(c.Metric, "("+c.Units+")") {
 		return c.Metric
 	}
 	return c.Metric + " (" + c.Units + ")"

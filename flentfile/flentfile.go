@@ -165,23 +165,16 @@ func encode(run *datafile.Run) ([]byte, error) {
 				col[k] = &v
 			}
 		}
-		// Without a cut, flent's mean is MEAN_VALUE: the mean of the raw values,
-		// which its median and 99th percentile also come from.
-		sum, n := 0.0, 0
-		for _, r := range raw {
-			sum += r["val"].(float64)
-			n++
-		}
+		// No MEAN_VALUE: without a cut flent would print it as the average and count
+		// the points of its grid (every step, with a value or not). Without it,
+		// flent's summary takes mean, median, 99th percentile and count all from the
+		// raw values, cut or not: the values our summary counts.
 		f.Results[name] = col
 		if raw == nil {
 			raw = []map[string]any{} // flent iterates it: never null
 		}
 		f.RawValues[name] = raw
-		meta := map[string]any{"UNITS": units, "RUNNER": "bloatbench"}
-		if n > 0 {
-			meta["MEAN_VALUE"] = sum / float64(n)
-		}
-		seriesMeta[name] = meta
+		seriesMeta[name] = map[string]any{"UNITS": units, "RUNNER": "bloatbench"}
 	}
 	for _, se := range run.Series {
 		if se.Kind != datafile.KindPing {
@@ -205,13 +198,18 @@ func encode(run *datafile.Run) ([]byte, error) {
 		}
 		put(se.Name, se.Units, values, raw)
 	}
+	// flent cuts raw values by their time against its t0 (T0 as written, to the
+	// microsecond, added up as flent adds it) plus the cut's ends. A step's time is
+	// put on that t0, so that a cut on a grid point (--cut 2,10) leaves out the same
+	// points in flent as in our summary, which reads the grid from the run's t0.
+	flentT0 := flentUnix(unixTime(m.T0).UTC().Truncate(time.Microsecond))
 	for _, g := range report.Throughput(run) {
 		// flent summarises raw values where a series has them: the raw values of a
 		// throughput series are its steps, as bloatbench's summary counts them.
 		var raw []map[string]any
 		for k, v := range g.Values {
 			if !math.IsNaN(v) {
-				raw = append(raw, map[string]any{"t": grid.Time(k), "val": v, "dur": grid.Step})
+				raw = append(raw, map[string]any{"t": flentT0 + float64(k)*grid.Step, "val": v, "dur": grid.Step})
 			}
 		}
 		put(g.Name, g.Units, g.Values, raw)
@@ -221,12 +219,11 @@ func encode(run *datafile.Run) ([]byte, error) {
 
 var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
 
-// Read loads a flent data file as a run. Flent summarises a run over its whole
-// length (it keeps no lead-in apart), so the run read has no delay: its ping row
-// covers everything, as flent's does, and its idle row is empty. Ping comes from the
-// raw replies, as flent summarises it; throughput from flent's grid, where flent's
-// own summary takes netperf's raw samples, so a TCP row may differ from flent's in
-// the second decimal.
+// Read loads a flent data file as a run. Its ping row covers the whole run, as
+// flent's does; the loaded and idle rows split it at DELAY and DELAY + LENGTH (see
+// decode). Ping comes from the raw replies, as flent summarises it; throughput from
+// flent's grid, where flent's own summary takes netperf's raw samples, so a TCP row
+// may differ from flent's in the second decimal.
 func Read(path string) (*datafile.Run, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -298,10 +295,21 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			params[k] = fmt.Sprint(v)
 		}
 	}
-	T0 := datafile.Unix(t0)
+	T0 := flentUnix(t0)
+	// flent's tests run their load for LENGTH after a lead-in of DELAY, and TOTAL_LENGTH
+	// is LENGTH + 2 DELAY (netperf_definitions.inc); flent does not write DELAY, we do.
+	// That window is the loaded ping row's, as it is flent's own ping plots' cutoff
+	// (DELAY, -DELAY). A file with no LENGTH, or one that does not fit, is all load.
+	length, delay := total, 0.0
+	if l, ok := md["LENGTH"].(float64); ok && l > 0 && l <= total {
+		length, delay = l, (total-l)/2
+		if d, ok := md["DELAY"].(float64); ok && d >= 0 && d+l <= total {
+			delay = d
+		}
+	}
 	run := &datafile.Run{Path: path, Samples: map[string][]datafile.Sample{}, Metadata: datafile.Metadata{
 		Test: str("NAME"), Title: str("TITLE"), StartTime: started, T0: T0,
-		Length: total, TotalLength: total, Step: step, Parameters: params,
+		Length: length, Delay: delay, TotalLength: total, Step: step, Parameters: params,
 	}}
 	units := func(name string) string {
 		if sm, ok := md["SERIES_META"].(map[string]any); ok {
@@ -346,9 +354,6 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			}
 			if len(raw) > 0 {
 				run.Samples[name] = raw
-				for _, r := range raw {
-					run.Metadata.Length = math.Max(run.Metadata.Length, r.T-T0)
-				}
 				continue
 			}
 		}
@@ -402,6 +407,12 @@ func rawSamples(name string, raw []map[string]any) ([]datafile.Sample, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// flentUnix is a time as flent turns T0 into seconds (timegm plus microseconds over a
+// million), so that a time compared against it is compared as flent compares it.
+func flentUnix(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond()/1000)/1e6
 }
 
 func unixTime(t float64) time.Time {

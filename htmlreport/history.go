@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -61,7 +62,8 @@ func historyChart(id string, h History) *charts.Line {
 			axis = 1
 		}
 		name := t.Metric
-		if t.Units != "" {
+		// A metric named for a flent row may carry its units already: "Ping (ms) ICMP".
+		if t.Units != "" && !strings.Contains(name, "("+t.Units+")") {
 			name += " (" + t.Units + ")"
 		}
 		line.AddSeries(name, category(t.Medians), charts.WithLineChartOpts(opts.LineChart{YAxisIndex: axis, ShowSymbol: opts.Bool(true)}))

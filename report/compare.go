@@ -111,13 +111,20 @@ func bottleneckSum(suffix string) func(Summary) float64 {
 	}
 }
 
-// AllMetrics are the rows the side-by-side table can have, in its order.
+// PingRow is the ping series of bloatbench's tests, and flent's row for it.
+const PingRow = "Ping (ms) ICMP"
+
+// AllMetrics are the rows the side-by-side table can have, in its order. A metric
+// read off a summary row is named for that row and the statistic, so the table says
+// which row it shows: A/B comparisons want the ping under load, the loaded row, not
+// flent's whole-run row (which mixes in the idle lead-in and lead-out).
 func AllMetrics() []Metric {
+	loaded, idle := PingRow+LoadedSuffix, PingRow+IdleSuffix
 	ms := []Metric{
-		{"Ping loaded avg", "ms", 2, rowValue("Ping (ms) ICMP", avgOf)},
-		{"Ping loaded median", "ms", 2, rowValue("Ping (ms) ICMP", medianOf)},
-		{"Ping loaded p99", "ms", 2, rowValue("Ping (ms) ICMP", p99Of)},
-		{"Ping idle median", "ms", 2, rowValue("Ping (ms) ICMP"+IdleSuffix, medianOf)},
+		{loaded + " avg", "ms", 2, rowValue(loaded, avgOf)},
+		{loaded + " median", "ms", 2, rowValue(loaded, medianOf)},
+		{loaded + " p99", "ms", 2, rowValue(loaded, p99Of)},
+		{idle + " median", "ms", 2, rowValue(idle, medianOf)},
 	}
 	for _, dir := range []string{"download", "upload"} {
 		ms = append(ms,
@@ -130,6 +137,28 @@ func AllMetrics() []Metric {
 		Metric{"Drops", "pkts/s", 2, bottleneckSum(" drops")},
 		Metric{"ECN marks", "pkts/s", 2, bottleneckSum(" ECN marks")})
 	return ms
+}
+
+// MetricAliases are the names the ping metrics had before they were named for their
+// rows (batch files and scripts written then still use them).
+var MetricAliases = map[string]string{
+	"Ping loaded avg":    PingRow + LoadedSuffix + " avg",
+	"Ping loaded median": PingRow + LoadedSuffix + " median",
+	"Ping loaded p99":    PingRow + LoadedSuffix + " p99",
+	"Ping idle median":   PingRow + IdleSuffix + " median",
+}
+
+// LookupMetric finds a side-by-side metric by its name or a former name.
+func LookupMetric(name string) (Metric, bool) {
+	if n, ok := MetricAliases[name]; ok {
+		name = n
+	}
+	for _, m := range AllMetrics() {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Metric{}, false
 }
 
 // metricsFor lists the side-by-side rows, those with data in at least one run.

@@ -111,7 +111,7 @@ func TestCompareStatistics(t *testing.T) {
 		t.Fatalf("no metric %q", name)
 		return -1
 	}
-	ping := c.Deltas[get("Ping loaded median")][0]
+	ping := c.Deltas[get("Ping (ms) ICMP loaded median")][0]
 	if !ping.Significant() || ping.P > 0.05 || !strings.HasPrefix(ping.Text, "-") {
 		t.Errorf("ping 40 -> 5 ms over 5 runs each: want a significant decrease, got %s p=%.3f", ping.Text, ping.P)
 	}
@@ -124,7 +124,7 @@ func TestCompareStatistics(t *testing.T) {
 	}
 	// Three runs each can never be significant at 0.05 (the U test's smallest p is 0.1).
 	three := Compare(compared(reps[:6]...), "")
-	d := three[0].Deltas[get("Ping loaded median")][0]
+	d := three[0].Deltas[get("Ping (ms) ICMP loaded median")][0]
 	if d.Significant() || len(d.Warnings) == 0 {
 		t.Errorf("3+3 runs: want ~ with a warning, got %s %v", d.Text, d.Warnings)
 	}
@@ -143,5 +143,29 @@ func TestJain(t *testing.T) {
 		if got := jain(s); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("jain(%v) = %g, want %g", tc.rates, got, tc.want)
 		}
+	}
+}
+
+// The ping metrics are named for the rows they read; their former names still find
+// them (batch files written before say "Ping loaded median").
+func TestLookupMetric(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"Ping (ms) ICMP loaded median", "Ping (ms) ICMP loaded median"},
+		{"Ping loaded median", "Ping (ms) ICMP loaded median"},
+		{"Ping loaded avg", "Ping (ms) ICMP loaded avg"},
+		{"Ping loaded p99", "Ping (ms) ICMP loaded p99"},
+		{"Ping idle median", "Ping (ms) ICMP idle median"},
+		{"TCP download sum", "TCP download sum"},
+		{"Ping (ms) ICMP median", ""},
+	} {
+		m, ok := LookupMetric(tc.name)
+		if ok != (tc.want != "") || m.Name != tc.want {
+			t.Errorf("LookupMetric(%q) = %q, %v; want %q", tc.name, m.Name, ok, tc.want)
+		}
+	}
+	// The side-by-side shows the loaded row, not flent's whole-run row.
+	s := Summary{Rows: []Row{{Name: "Ping (ms) ICMP", Median: 1}, {Name: "Ping (ms) ICMP loaded", Median: 20}}}
+	if m, _ := LookupMetric("Ping (ms) ICMP loaded median"); m.Value(s) != 20 {
+		t.Errorf("loaded median reads %v, want the loaded row's 20", m.Value(s))
 	}
 }

@@ -74,7 +74,8 @@ func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) err
 }
 
 func metricLabel(m Metric) string {
-	if m.Units == "" {
+	// A metric named for a flent row may carry its units already: "Ping (ms) ICMP".
+	if m.Units == "" || strings.Contains(m.Name, "("+m.Units+")") {
 		return m.Name
 	}
 	return m.Name + " (" + m.Units + ")"

@@ -60,7 +60,13 @@ func heading(s Summary) string {
 	if s.Time != "" {
 		h += fmt.Sprintf(" (at %s)", s.Time)
 	}
-	if s.Cut != nil {
+	switch {
+	case s.Cut == nil:
+	case s.Cut[1] == 0:
+		h += fmt.Sprintf(" from %gs to the end", s.Cut[0])
+	case s.Cut[1] < 0:
+		h += fmt.Sprintf(" from %gs to %gs before the end", s.Cut[0], -s.Cut[1])
+	default:
 		h += fmt.Sprintf(" from %gs to %gs", s.Cut[0], s.Cut[1])
 	}
 	return h + ":"

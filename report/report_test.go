@@ -58,9 +58,9 @@ func TestAlignIntervals(t *testing.T) {
 }
 
 func TestNaturalOrder(t *testing.T) {
-	in := []string{"TCP download::10", "TCP download::2", "TCP download sum", "Ping (ms) ICMP idle",
+	in := []string{"TCP download::10", "TCP download::2", "TCP download sum", "Ping (ms) ICMP idle", "Ping (ms) ICMP loaded",
 		"TCP download avg", "Ping (ms) ICMP", "TCP download::1", "TCP upload::1"}
-	want := []string{"Ping (ms) ICMP", "Ping (ms) ICMP idle", "TCP download avg", "TCP download sum",
+	want := []string{"Ping (ms) ICMP", "Ping (ms) ICMP idle", "Ping (ms) ICMP loaded", "TCP download avg", "TCP download sum",
 		"TCP download::1", "TCP download::2", "TCP download::10", "TCP upload::1"}
 	rows := make([]Row, len(in))
 	for i, n := range in {
@@ -158,9 +158,18 @@ func TestSummaryValues(t *testing.T) {
 	}
 	check("Ping (ms) ICMP idle", 0.1, 0.1, 10)
 	// 50 loaded replies, one lost.
-	if r := byName["Ping (ms) ICMP"]; r.Points != 49 {
+	if r := byName["Ping (ms) ICMP loaded"]; r.Points != 49 {
 		t.Errorf("loaded ping points %d, want 49", r.Points)
 	}
+	// flent's row: the whole run, 71 probes with one lost: 10 idle at 0.1 ms, the 49
+	// loaded ones, and 11 of the lead-out at 0.5 ms.
+	loadedSum := 0.0
+	for _, x := range syntheticRun(0, false).Samples["Ping (ms) ICMP"][10:60] {
+		if !x.Lost {
+			loadedSum += x.V
+		}
+	}
+	check("Ping (ms) ICMP", (10*0.1+loadedSum+11*0.5)/70, 21.4, 70)
 	// 50 intervals on the grid: the first at 5 Mbit/s, then 49 at 23+f.
 	check("TCP download::1", (5+49*24.0)/50, 24, 50)
 	check("TCP download sum", (20+49*(24+25+26+27.0))/50, 102, 50)
@@ -210,5 +219,53 @@ func TestBottleneckRows(t *testing.T) {
 		if !ok || r.Median != want.median || r.Points != want.points || r.Units != want.units {
 			t.Errorf("%s = %+v (present %v), want median %v points %d %s", name, r, ok, want.median, want.points, want.units)
 		}
+	}
+}
+
+// A cut is flent's --data-cutoff: ends excluded, a start of 0 reaching back to t0 - 1
+// (so t0 is in), an end of 0 or less counted back from the end of the run.
+func TestCutWindow(t *testing.T) {
+	m := datafile.Metadata{T0: 1000, TotalLength: 14}
+	for _, tc := range []struct {
+		name     string
+		cut      *[2]float64
+		from, to float64
+	}{
+		{"none", nil, math.Inf(-1), math.Inf(1)},
+		{"plain", &[2]float64{3, 8}, 1003, 1008},
+		{"from the start", &[2]float64{0, 8}, 999, 1008},
+		{"to the end", &[2]float64{2, 0}, 1002, 1014},
+		{"back from the end", &[2]float64{2, -2}, 1002, 1012},
+		{"everything", &[2]float64{0, 0}, 999, 1014},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, to := CutWindow(m, tc.cut)
+			if from != tc.from || to != tc.to {
+				t.Errorf("CutWindow(%v) = %v, %v; want %v, %v", tc.cut, from, to, tc.from, tc.to)
+			}
+		})
+	}
+}
+
+// The same cut written from the end and from the start gives the same rows, and a
+// cut from 0 keeps a reply at t0 itself (flent's raw cut reaches back to t0 - 1).
+func TestCutRows(t *testing.T) {
+	rows := func(run *datafile.Run, cut [2]float64) map[string]Row {
+		out := map[string]Row{}
+		for _, r := range SummarizeWith(run, Options{Cut: &cut}).Rows {
+			out[r.Name] = r
+		}
+		return out
+	}
+	fromEnd, fromStart := rows(syntheticRun(4, false), [2]float64{3, -2}), rows(syntheticRun(4, false), [2]float64{3, 12})
+	for name, r := range fromStart {
+		if o := fromEnd[name]; o.Points != r.Points || o.Avg != r.Avg && !(math.IsNaN(o.Avg) && math.IsNaN(r.Avg)) {
+			t.Errorf("%s: 3,-2 gives %+v, 3,12 gives %+v", name, o, r)
+		}
+	}
+	run := syntheticRun(1, false)
+	run.Samples["Ping (ms) ICMP"][0].T = run.Metadata.T0
+	if n := rows(run, [2]float64{0, 1})["Ping (ms) ICMP"].Points; n != 5 {
+		t.Errorf("cut 0,1 keeps %d replies, want 5 (t0's among them)", n)
 	}
 }

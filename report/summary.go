@@ -40,20 +40,48 @@ type Summary struct {
 
 // Options change what a summary covers.
 type Options struct {
-	// Cut keeps only the data from Cut[0] to Cut[1] seconds into the run, ends
-	// excluded (flent's --data-cutoff); nil keeps everything.
+	// Cut keeps only the data from Cut[0] to Cut[1] seconds into the run, as flent's
+	// --data-cutoff does (see CutWindow); nil keeps everything.
 	Cut *[2]float64
 }
 
-// IdleSuffix names the ping row taken before the streams start.
-const IdleSuffix = " idle"
+// A ping series gives three rows. The series' own name is flent's row: every reply
+// of the run, lead-in and lead-out included, as flent counts it. The suffixed rows
+// are bloatbench's own split of it.
+const (
+	// LoadedSuffix names the ping row taken while the streams run.
+	LoadedSuffix = " loaded"
+	// IdleSuffix names the ping row taken before the streams start.
+	IdleSuffix = " idle"
+)
+
+// CutWindow is the span of a cut as flent's --data-cutoff applies it to raw values
+// (flent 2.1.1, combiners.RawReducer): from START to END seconds after t0, both ends
+// excluded; a START of 0 reaches back to t0 - 1 s, so that t0 itself is in; an END of
+// 0 or less counts back from the end of the run (TOTAL_LENGTH), so "5,-5" leaves out
+// 5 s at either end. Without a cut, the window is everything.
+func CutWindow(m datafile.Metadata, cut *[2]float64) (from, to float64) {
+	if cut == nil {
+		return math.Inf(-1), math.Inf(1)
+	}
+	from, to = m.T0+cut[0], m.T0+cut[1]
+	if cut[0] == 0 {
+		from = m.T0 - 1
+	}
+	if cut[1] <= 0 {
+		to += m.TotalLength
+	}
+	return from, to
+}
 
 // Summarize computes a run's summary.
 //
-// Ping is summarised from the raw replies: the plain row over the window in which the
-// streams run (delay .. delay+length), the idle row over the lead-in before it; the
-// lead-out, while queues drain, is in neither. Throughput is put on the step grid
-// first, so the computed series (sum and avg over flows) have true medians.
+// Ping is summarised from the raw replies, as flent summarises it: the row of the
+// series' own name over the whole run (flent's "Ping (ms) ICMP"), the loaded row over
+// the window in which the streams run (delay .. delay+length), the idle row over the
+// lead-in before it; the lead-out, while queues drain, is only in the whole-run row.
+// Throughput is put on the step grid first, so the computed series (sum and avg over
+// flows) have true medians.
 func Summarize(run *datafile.Run) Summary { return SummarizeWith(run, Options{}) }
 
 // SummarizeWith computes a run's summary with options. A cut narrows every window:
@@ -68,10 +96,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		s.Time = m.StartTime.Format("2006-01-02 15:04:05")
 	}
 	loadStart, loadEnd := m.T0+m.Delay, m.T0+m.Delay+m.Length
-	from, to := math.Inf(-1), math.Inf(1)
-	if o.Cut != nil {
-		from, to = m.T0+o.Cut[0], m.T0+o.Cut[1]
-	}
+	from, to := CutWindow(m, o.Cut)
 	// A cut excludes its ends, as flent's --data-cutoff does for raw values.
 	in := func(t float64) bool { return t > from && t < to }
 	grid := GridOf(m)
@@ -79,11 +104,12 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		if se.Kind != datafile.KindPing {
 			continue
 		}
-		var loaded, idle []float64
+		var whole, loaded, idle []float64
 		for _, x := range run.Samples[se.Name] {
 			if x.Lost || !in(x.T) {
 				continue
 			}
+			whole = append(whole, x.V)
 			switch {
 			case x.T < loadStart:
 				idle = append(idle, x.V)
@@ -91,7 +117,8 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				loaded = append(loaded, x.V)
 			}
 		}
-		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, loaded), rowOf(se.Name+IdleSuffix, se.Units, idle))
+		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, whole),
+			rowOf(se.Name+LoadedSuffix, se.Units, loaded), rowOf(se.Name+IdleSuffix, se.Units, idle))
 	}
 	for _, g := range Throughput(run) {
 		vs := g.Values

@@ -36,6 +36,9 @@ func TestFlagsRefuseNaNInfAndAbsurdValues(t *testing.T) {
 		{run("--cut", "0,Inf"), "--cut", "0,Inf"},
 		{run("--cut", "-Inf,5"), "--cut", "-Inf,5"},
 		{run("--cut", "0,1e300"), "--cut", "0,1e300"},
+		{run("--cut", "0,-Inf"), "--cut", "0,-Inf"},
+		{run("--cut", "5,-1e300"), "--cut", "5,-1e300"},
+		{run("--cut", "5,3"), "--cut", "5,3"},
 		{[]string{"bloatbench", "summary", "--cut", "NaN,5", "/nonexistent.bb.json.gz"}, "--cut", "NaN,5"},
 		{[]string{"bloatbench", "compare", "--cut", "5,NaN", "/nonexistent.bb.json.gz"}, "--cut", "5,NaN"},
 	}
@@ -53,6 +56,20 @@ func TestFlagsRefuseNaNInfAndAbsurdValues(t *testing.T) {
 		case !strings.Contains(err.Error(), c.given):
 			// The value as given, not what a conversion made of it.
 			t.Errorf("%s: error %q does not say %s", name, err, c.given)
+		}
+	}
+}
+
+// A cut's END of 0 or less counts back from the run's end, as flent's --data-cutoff
+// does: such cuts are taken, and the reading fails on the file, not the flag.
+func TestCutFromTheEnd(t *testing.T) {
+	for _, cut := range []string{"5,-5", "0,0", "3,0", "0,-0.5"} {
+		app := newApp()
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		err := app.Run([]string{"bloatbench", "summary", "--cut", cut, "/nonexistent.bb.json.gz"})
+		if err == nil || strings.Contains(err.Error(), "--cut") {
+			t.Errorf("--cut %s: %v, want it taken (and the missing file refused)", cut, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -19,7 +20,7 @@ func formatFlag() *cli.StringFlag {
 func reportFlags() []cli.Flag {
 	return []cli.Flag{
 		formatFlag(),
-		&cli.StringFlag{Name: "cut", Usage: "summarise only START,END seconds into each run (like flent's --data-cutoff), e.g. 5,25"},
+		&cli.StringFlag{Name: "cut", Usage: "summarise only START,END seconds into each run, as flent's --data-cutoff: ends excluded, an END of 0 or less counts back from the run's end; e.g. 5,25 or 5,-5"},
 		&cli.BoolFlag{Name: "p99", Usage: "add the 99th percentile column"},
 	}
 }
@@ -35,9 +36,10 @@ func reportOptions(c *cli.Context) (report.Options, report.Columns, error) {
 		a, b, ok := strings.Cut(v, ",")
 		start, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
 		end, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
-		// !(x <= max) also refuses NaN, which every comparison lets through.
-		if !ok || err1 != nil || err2 != nil || !(start >= 0) || !(end > start) || !(end <= maxCut) {
-			return o, report.Columns{}, fmt.Errorf("--cut %q: write START,END in seconds into the run, 0 <= START < END <= %.0f, e.g. --cut 5,25", v, maxCut)
+		// !(x <= max) also refuses NaN, which every comparison lets through. An END of
+		// 0 or less counts back from the run's end, as flent's --data-cutoff does.
+		if !ok || err1 != nil || err2 != nil || !(start >= 0) || !(start <= maxCut) || !(math.Abs(end) <= maxCut) || end > 0 && !(end > start) {
+			return o, report.Columns{}, fmt.Errorf("--cut %q: write START,END in seconds into the run, 0 <= START < END <= %.0f, or END <= 0 for seconds before the run's end (as flent's --data-cutoff), e.g. --cut 5,25 or --cut 5,-5", v, maxCut)
 		}
 		o.Cut = &[2]float64{start, end}
 	}

@@ -1,14 +1,30 @@
-// Package flentsummary reads the text summary flent prints (`flent -i FILE -f
-// summary`), so tests can hold bloatbench's numbers against flent's own.
+// Package flentsummary runs flent on a data file and reads the text summary it
+// prints (`flent -i FILE -f summary`), so tests can hold bloatbench's numbers against
+// flent's own.
 package flentsummary
 
 import (
 	"bufio"
 	"fmt"
 	"math"
+	"os/exec"
 	"strconv"
 	"strings"
 )
+
+// Run prints a data file's summary with the flent on PATH (`flent -i FILE -f summary`
+// and args, e.g. "--data-cutoff", "2,10") and returns its rows and its output.
+func Run(file string, args ...string) (map[string]Row, string, error) {
+	if _, err := exec.LookPath("flent"); err != nil {
+		return nil, "", fmt.Errorf("flent is missing (bash scripts/install-deps installs it): %w", err)
+	}
+	out, err := exec.Command("flent", append([]string{"-i", file, "-f", "summary"}, args...)...).CombinedOutput()
+	if err != nil {
+		return nil, string(out), fmt.Errorf("flent -i %s -f summary %s: %w\n%s", file, strings.Join(args, " "), err, out)
+	}
+	rows, err := Parse(string(out))
+	return rows, string(out), err
+}
 
 // Row is one series of flent's summary; a value flent printed as N/A is NaN.
 type Row struct {
