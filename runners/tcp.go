@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +52,6 @@ type hello struct {
 }
 
 const (
-	bufSize = 1 << 20
 	// helloTimeout bounds connecting and the hello exchange. Streams may start into a
 	// full bottleneck queue where SYNs are dropped and retried at 1, 3, 7, 15 s; the
 	// run's own length bounds it as well.
@@ -75,6 +73,8 @@ type Listener struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	errs []error
+	// meters samples the upload streams this side receives.
+	meters *sampler
 }
 
 // Listen opens the listener on spec.Addr with a port the kernel picks.
@@ -84,7 +84,7 @@ func Listen(ctx context.Context, spec ListenSpec, emit Emit) (*Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("listen for TCP streams on %s: %w", spec.Addr, err)
 	}
-	return &Listener{ln: ln, spec: spec, emit: emit}, nil
+	return &Listener{ln: ln, spec: spec, emit: emit, meters: newSampler(emit)}, nil
 }
 
 // Port the listener is on.
@@ -95,6 +95,16 @@ func (l *Listener) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		l.ln.Close()
+	}()
+	sampling := make(chan struct{})
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		l.meters.run(l.spec.Step, sampling)
+	}()
+	defer func() {
+		close(sampling)
+		<-samplerDone
 	}()
 	for {
 		c, err := l.ln.Accept()
@@ -162,7 +172,7 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 		send(c)
 		return nil
 	case "upload":
-		return receive(c, h.Flow, l.spec.Step, l.emit)
+		return receive(c, h.Flow, l.meters)
 	}
 	return nil
 }
@@ -208,16 +218,25 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 	// Connected late, the streams still run their whole duration.
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
 	defer cancel()
+	meters := newSampler(emit)
+	sampling := make(chan struct{})
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		meters.run(spec.Step, sampling)
+	}()
 	for i, f := range spec.Flows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runFlow(ctx, conns[i], spec, f, emit); err != nil {
+			if err := runFlow(ctx, conns[i], f, meters); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", f.Name, err)
 			}
 		}()
 	}
 	wg.Wait()
+	close(sampling)
+	<-samplerDone
 	return errors.Join(errs...)
 }
 
@@ -249,7 +268,7 @@ func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPC
 }
 
 // runFlow starts an accepted stream with the go byte and runs it until ctx ends.
-func runFlow(ctx context.Context, c *net.TCPConn, spec StreamsSpec, f StreamFlow, emit Emit) error {
+func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler) error {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -258,7 +277,7 @@ func runFlow(ctx context.Context, c *net.TCPConn, spec StreamsSpec, f StreamFlow
 	}
 	switch f.Direction {
 	case "download":
-		return receive(c, f.Name, spec.Step, emit)
+		return receive(c, f.Name, meters)
 	case "upload":
 		send(c)
 		// Half-close so the receiver sees the end and counts its last interval.
@@ -269,68 +288,14 @@ func runFlow(ctx context.Context, c *net.TCPConn, spec StreamsSpec, f StreamFlow
 	return fmt.Errorf("unknown direction %q", f.Direction)
 }
 
-var zeros = make([]byte, bufSize)
-
-// send writes until the connection fails or is closed; that is how a stream ends.
-func send(c net.Conn) {
-	for {
-		if _, err := c.Write(zeros); err != nil {
-			return
-		}
-	}
-}
-
-// receive counts bytes until the stream ends, emitting one throughput sample every
-// step: bytes in the interval and its exact length, measured at the receiver.
-func receive(c net.Conn, series string, step float64, emit Emit) error {
-	if step <= 0 {
-		step = 0.2
-	}
-	var total atomic.Int64
-	done := make(chan struct{})
-	start := time.Now()
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		last, lastBytes := start, int64(0)
-		tick := time.NewTicker(time.Duration(step * float64(time.Second)))
-		defer tick.Stop()
-		sample := func(now time.Time) {
-			b := total.Load()
-			dur := now.Sub(last).Seconds()
-			if dur <= 0 {
-				return
-			}
-			emit(series, sampleOf(now, dur, b-lastBytes))
-			last, lastBytes = now, b
-		}
-		for {
-			select {
-			case now := <-tick.C:
-				sample(now)
-			case <-done:
-				sample(time.Now())
-				return
-			}
-		}
-	}()
-	buf := make([]byte, bufSize)
-	var err error
-	for {
-		var n int
-		n, err = c.Read(buf)
-		total.Add(int64(n))
-		if err != nil {
-			break
-		}
-	}
-	close(done)
-	sampler.Wait()
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
-		return nil
-	}
-	return fmt.Errorf("receive: %w", err)
+// receive counts a stream's bytes until it ends, one throughput sample every step
+// (bytes in the interval and its exact length, measured at the receiver) and a last
+// one at its end.
+func receive(c *net.TCPConn, series string, meters *sampler) error {
+	m := meters.start(series, time.Now())
+	err := discard(c, m)
+	meters.stop(m, time.Now())
+	return err
 }
 
 // setCongestion sets TCP_CONGESTION on a socket.

@@ -1,0 +1,228 @@
+package runners
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	linux "golang.org/x/sys/unix"
+)
+
+// How a stream moves its bytes. On a fast path (an unshaped veth, a 10 GigE link)
+// the endpoints' CPU, not the link, can set the throughput, and nearly all of a
+// stream's CPU is in the kernel: pprof of the agents during an unshaped tcp_4down
+// put 96-97% of their own time in read and write system calls. So the cost that
+// counts is the kernel's copying (measured in the README's Benchmark section):
+//   - the sender hands the kernel pages of a shared file of zeros with sendfile, so
+//     nothing is copied from user memory (iperf3 -Z does the same);
+//   - the receiver reads with MSG_TRUNC, which TCP takes as "discard": the kernel
+//     acknowledges and frees the data without copying it out, and the stream needs
+//     no receive buffer (1024 streams of 1 MB buffers were 1 GB of agent memory).
+// Both fall back to plain writes when the kernel refuses (no memfd, sendfile
+// unsupported for the socket).
+
+// chunk is what one system call asks to move: large, so that the per-call cost is
+// spread over many bytes.
+const chunk = 1 << 20
+
+// zeroSource is the file senders send from: chunk bytes of zeros in memory, shared
+// by every stream of the process (each sendfile takes its own references to its
+// pages).
+var zeroSource = sync.OnceValues(func() (*os.File, error) {
+	fd, err := linux.MemfdCreate("bloatbench-zeros", linux.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "bloatbench-zeros")
+	// Written, not only truncated: real pages, not holes the kernel might treat
+	// specially on the way out.
+	if _, err := f.Write(zeros); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fill memfd: %w", err)
+	}
+	return f, nil
+})
+
+// zeros is the fallback sender's buffer, shared: senders never modify it.
+var zeros = make([]byte, chunk)
+
+// send writes until the connection fails, is closed or passes its write deadline:
+// that is how a stream ends.
+func send(c *net.TCPConn) {
+	if src, err := zeroSource(); err == nil {
+		if sendFile(c, src) == nil {
+			return
+		}
+	}
+	for {
+		if _, err := c.Write(zeros); err != nil {
+			return
+		}
+	}
+}
+
+// errFallback says sendfile is not supported for this socket: send plain writes.
+var errFallback = errors.New("sendfile not supported")
+
+// sendFile sends src's pages over and over until the connection ends (nil) or
+// sendfile turns out not to work for it (errFallback, before any byte went).
+func sendFile(c *net.TCPConn, src *os.File) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return errFallback
+	}
+	in := int(src.Fd())
+	var sent bool
+	var serr error
+	werr := rc.Write(func(fd uintptr) bool {
+		for {
+			// Each call starts at offset 0 of the file: the bytes are all zeros and
+			// where a partial send stopped does not matter.
+			var off int64
+			n, err := linux.Sendfile(int(fd), in, &off, chunk)
+			switch {
+			case err == linux.EAGAIN:
+				return false // wait until the socket takes more
+			case err == linux.EINTR:
+				continue
+			case err != nil:
+				serr = err
+				return true
+			}
+			if n > 0 {
+				sent = true
+			}
+		}
+	})
+	if !sent && (errors.Is(serr, linux.EINVAL) || errors.Is(serr, linux.ENOSYS) || errors.Is(serr, linux.EOPNOTSUPP)) {
+		return errFallback
+	}
+	_ = werr // the stream ended: closed, reset or past its deadline
+	return nil
+}
+
+// discard receives until the stream ends, counting the bytes into m without copying
+// them out of the kernel. It returns nil when the peer closed the stream, or when it
+// was closed here, and the error otherwise.
+func discard(c *net.TCPConn, m *meter) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("receive: %w", err)
+	}
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			// No buffer: with MSG_TRUNC TCP frees what it would have copied.
+			n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, 0, chunk, linux.MSG_TRUNC, 0, 0)
+			switch {
+			case e == linux.EAGAIN:
+				return false
+			case e == linux.EINTR:
+				continue
+			case e != 0:
+				rerr = e
+				return true
+			case n == 0:
+				return true // the peer closed
+			}
+			m.add(int64(n))
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, linux.ECONNRESET) {
+		return nil
+	}
+	return fmt.Errorf("receive: %w", err)
+}
+
+// meter counts one stream's bytes; the receiving loop adds, the sampler reads once
+// a step.
+type meter struct {
+	series string
+	bytes  atomic.Int64
+	// last sample's time and byte count: the sampler's alone.
+	last      time.Time
+	lastBytes int64
+}
+
+func (m *meter) add(n int64) { m.bytes.Add(n) }
+
+// sampler emits one throughput sample per stream and step, for every stream of a
+// runner at once: one timer for all of them, whatever their number (1024 streams
+// with a ticker each were 5000 wakeups a second).
+type sampler struct {
+	emit   Emit
+	mu     sync.Mutex
+	meters map[*meter]struct{}
+}
+
+func newSampler(emit Emit) *sampler {
+	return &sampler{emit: emit, meters: map[*meter]struct{}{}}
+}
+
+// start begins measuring a stream at now.
+func (s *sampler) start(series string, now time.Time) *meter {
+	m := &meter{series: series, last: now}
+	s.mu.Lock()
+	s.meters[m] = struct{}{}
+	s.mu.Unlock()
+	return m
+}
+
+// stop takes the stream's last sample, at now, and stops measuring it.
+func (s *sampler) stop(m *meter, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.meters[m]; !ok {
+		return
+	}
+	delete(s.meters, m)
+	s.sample(m, now)
+}
+
+// tick takes every stream's sample at now.
+func (s *sampler) tick(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for m := range s.meters {
+		s.sample(m, now)
+	}
+}
+
+// sample emits the bytes since m's last sample over the interval since; an empty
+// interval (two samples at one instant) emits nothing.
+func (s *sampler) sample(m *meter, now time.Time) {
+	dur := now.Sub(m.last).Seconds()
+	if dur <= 0 {
+		return
+	}
+	b := m.bytes.Load()
+	s.emit(m.series, sampleOf(now, dur, b-m.lastBytes))
+	m.last, m.lastBytes = now, b
+}
+
+// run ticks every step until done is closed.
+func (s *sampler) run(step float64, done <-chan struct{}) {
+	if step <= 0 {
+		step = 0.2
+	}
+	t := time.NewTicker(time.Duration(step * float64(time.Second)))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			// The time of reading, not of the tick: a late wakeup must not put
+			// the bytes counted since into the interval before it.
+			s.tick(time.Now())
+		case <-done:
+			return
+		}
+	}
+}
