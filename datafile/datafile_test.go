@@ -3,9 +3,12 @@ package datafile
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +138,73 @@ func gz(s string) []byte {
 	w.Write([]byte(s))
 	w.Close()
 	return b.Bytes()
+}
+
+// TestSamplesGatheredPerFlush: an agent's batches of one sample per series become
+// one record per series and flush, in order, before the end record; a sample that
+// JSON cannot hold is refused at Append and the file goes on.
+func TestSamplesGatheredPerFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r"+Ext)
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Header(testMeta()))
+	w.lastFlush = time.Now().Add(time.Hour) // no flush on the clock: only the test's own
+	for _, name := range []string{"a", "b"} {
+		must(t, w.AddSeries(Series{Name: name, Kind: KindTCP, Units: "Mbits/s"}))
+	}
+	for i := range 3 {
+		for _, name := range []string{"a", "b"} {
+			must(t, w.Append(name, []Sample{{T: 1002 + float64(i), V: float64(i), Dur: 0.2, Bytes: int64(i)}}))
+		}
+	}
+	if err := w.Append("a", []Sample{{T: 1005, V: math.NaN()}}); err == nil {
+		t.Error("a NaN sample was taken")
+	}
+	must(t, w.Flush())
+	w.lastFlush = time.Now().Add(time.Hour)
+	must(t, w.Append("a", []Sample{{T: 1005, V: 3, Dur: 0.2, Bytes: 3}}))
+	must(t, w.Close(nil))
+
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	dec := json.NewDecoder(gz)
+	for {
+		var r Record
+		if err := dec.Decode(&r); err != nil {
+			break
+		}
+		types = append(types, r.Type+":"+r.Name)
+	}
+	want := []string{"header:", "series:", "series:", "samples:a", "samples:b", "samples:a", "end:"}
+	if !slices.Equal(types, want) {
+		t.Errorf("records %v, want %v", types, want)
+	}
+	run, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Incomplete {
+		t.Errorf("incomplete: %s", run.Error)
+	}
+	for name, n := range map[string]int{"a": 4, "b": 3} {
+		ss := run.Samples[name]
+		if len(ss) != n {
+			t.Fatalf("%s: %d samples, want %d", name, len(ss), n)
+		}
+		for i, s := range ss {
+			if s.Bytes != int64(i) {
+				t.Errorf("%s[%d] = %+v: out of order", name, i, s)
+			}
+		}
+	}
 }
