@@ -212,6 +212,18 @@ type Run struct {
 	// Error says why.
 	Incomplete bool
 	Error      string
+	// Reported holds, by series, a whole-run mean that the tool which measured the
+	// series reported itself, which a summary without a cut prints as that tool's
+	// reader does. Only files of other tools have them (flent's MEAN_VALUE); a run
+	// of ours never has, and the data file does not carry them.
+	Reported map[string]ReportedMean
+}
+
+// ReportedMean is a series' mean as its tool reported it, and the number of points
+// its reader counts with it (flent: the points of its grid).
+type ReportedMean struct {
+	Mean   float64
+	Points int
 }
 
 // Unix converts a time to the file's float seconds.

@@ -37,7 +37,7 @@ setups: [small, big]
 before:
   - {host: server, run: "echo before $(cat /proc/sys/net/ipv4/tcp_congestion_control)"}
 thresholds:
-  - {metric: Ping loaded median, worse: "+25%%"}
+  - {metric: Ping (ms) ICMP loaded median, worse: "+25%%"}
   - {metric: TCP download sum, worse: "-5%%"}
   - {metric: TCP upload sum, worse: "-5%%"}
 `, name, inv, filepath.Join(dir, "results"), reps)
@@ -181,7 +181,7 @@ func TestBatch(t *testing.T) {
 	if n := strings.Count(r.stderr, " complete: data/"); n != 12-ok {
 		t.Errorf("the resume ran %d runs, want the %d left:\n%s", n, 12-ok, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "REGRESSION tcp_ndown (4 download streams), BFIFO 100k: Ping loaded median") {
+	if !strings.Contains(r.stdout, "REGRESSION tcp_ndown (4 download streams), BFIFO 100k: Ping (ms) ICMP loaded median") {
 		t.Errorf("the regression is not named:\n%s", r.stdout)
 	}
 	if after := labState(t, inv); after != before {

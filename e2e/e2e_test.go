@@ -155,7 +155,7 @@ func TestRunLocalDownload(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
-	for _, row := range []string{"Ping (ms) ICMP ", "Ping (ms) ICMP idle", "TCP download avg", "TCP download sum",
+	for _, row := range []string{"Ping (ms) ICMP ", "Ping (ms) ICMP idle", "Ping (ms) ICMP loaded", "TCP download avg", "TCP download sum",
 		"TCP download::1", "TCP download::2", "TCP download::3", "TCP download::4"} {
 		if !strings.Contains(r.stdout, " "+row) {
 			t.Errorf("no row %q in\n%s", row, r.stdout)
@@ -250,7 +250,7 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	if len(theirs) < 50 {
 		t.Fatalf("iputils ping gave %d loaded replies:\n%s", len(theirs), pingOut.String())
 	}
-	ours, theirMedian := medians["Ping (ms) ICMP"], median(theirs)
+	ours, theirMedian := medians["Ping (ms) ICMP loaded"], median(theirs)
 	idle := medians["Ping (ms) ICMP idle"]
 	t.Logf("loaded ping median: bloatbench %.2f ms, iputils %.2f ms; idle %.3f ms", ours, theirMedian, idle)
 	if math.Abs(ours-theirMedian)/theirMedian > 0.10 {
@@ -310,17 +310,28 @@ func median(xs []float64) float64 {
 
 func TestTCP128Down(t *testing.T) {
 	inv, _ := lab(t, "--rate", "200mbit")
-	r := bb(t, "run", "-H", inv, "-l", "10", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_128down")
+	out := t.TempDir()
+	r := bb(t, "run", "-H", inv, "-l", "10", "-d", "2", "-o", out, "--format", "json", "--flent", "tcp_128down")
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
 	medians := parseSummary(t, r.stdout)
+	// Exported, it is flent's tcp_ndown with 128 streams, which flent summarises with
+	// our numbers: 128 flows, sum, avg and ping.
+	data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
+	if len(data) != 1 || len(exported) != 1 {
+		t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
+	}
+	if n := sameRows(t, summaryJSON(t, data[0]), flentSummary(t, "-i", exported[0]), true); n != 131 {
+		t.Errorf("flent and we share %d rows of tcp_128down, want 131", n)
+	}
 	for i := 1; i <= 128; i++ {
 		if _, ok := medians[fmt.Sprintf("TCP download::%d", i)]; !ok {
 			t.Errorf("flow %d missing from the table", i)
 		}
 	}
-	t.Logf("128 flows: sum median %.2f Mbit/s, loaded ping median %.2f ms", medians["TCP download sum"], medians["Ping (ms) ICMP"])
+	t.Logf("128 flows: sum median %.2f Mbit/s, loaded ping median %.2f ms", medians["TCP download sum"], medians["Ping (ms) ICMP loaded"])
 }
 
 func TestHostKeys(t *testing.T) {

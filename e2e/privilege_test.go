@@ -122,7 +122,7 @@ func TestSudoUserAppliesAndRestores(t *testing.T) {
 		t.Errorf("a run without a setup used sudo:\n%s", r.stderr)
 	}
 	m := parseSummary(t, r.stdout)
-	if m["Ping (ms) ICMP"] <= 0 || m["TCP download sum"] <= 0 {
+	if m["Ping (ms) ICMP loaded"] <= 0 || m["TCP download sum"] <= 0 {
 		t.Errorf("rows %v", m)
 	}
 }
@@ -171,7 +171,7 @@ func TestNoSudoFailsBeforeAnyChange(t *testing.T) {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
 	m := parseSummary(t, r.stdout)
-	if m["Ping (ms) ICMP"] <= 0 || m["TCP download sum"] <= 0 {
+	if m["Ping (ms) ICMP loaded"] <= 0 || m["TCP download sum"] <= 0 {
 		t.Errorf("rows %v", m)
 	}
 }
@@ -199,7 +199,7 @@ func TestIPv6Lab(t *testing.T) {
 	if s := m["TCP download sum"]; s < 90 || s > 97 {
 		t.Errorf("TCP download sum %.2f Mbit/s over IPv6, want the shaped 94-95", s)
 	}
-	if m["Ping (ms) ICMP"] <= 0 || m["Ping (ms) ICMP idle"] <= 0 {
+	if m["Ping (ms) ICMP loaded"] <= 0 || m["Ping (ms) ICMP idle"] <= 0 {
 		t.Errorf("ping rows %v", m)
 	}
 	run := dataFile(t, out)

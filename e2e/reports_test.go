@@ -62,18 +62,9 @@ func flentSummary(t *testing.T, args ...string) map[string]flentsummary.Row {
 	return rows
 }
 
-// sameRows holds our rows to flent's to its printed precision (0.01), and returns
-// how many rows the two share.
+// sameRows holds our rows to flent's to its printed precision (0.01), and the counts
+// too with points, and returns how many rows the two share.
 func sameRows(t *testing.T, ours jsonRows, theirs map[string]flentsummary.Row, points bool) int {
-	t.Helper()
-	return sameRowsWithin(t, ours, theirs, points, 0.005)
-}
-
-// sameRowsWithin is sameRows with the average held to avgTol: flent without a cut
-// prints a series' MEAN_VALUE, which for fping is fping's own figure rounded to
-// 0.001 ms, not the mean of the replies we read (0.046 against 0.04545 on one run):
-// its printed average may then sit a rounding step from ours.
-func sameRowsWithin(t *testing.T, ours jsonRows, theirs map[string]flentsummary.Row, points bool, avgTol float64) int {
 	t.Helper()
 	shared := 0
 	for name, f := range theirs {
@@ -87,11 +78,10 @@ func sameRowsWithin(t *testing.T, ours jsonRows, theirs map[string]flentsummary.
 			o    *float64
 			f    float64
 		}{{"avg", o.Avg, f.Avg}, {"median", o.Median, f.Median}, {"99th %", o.P99, f.P99}} {
-			tol := 0.005
-			if v.what == "avg" {
-				tol = avgTol
+			if math.IsNaN(v.f) {
+				continue // flent's N/A: any value of ours
 			}
-			if v.o == nil || math.Abs(*v.o-v.f) > tol+1e-9 {
+			if v.o == nil || math.Abs(*v.o-v.f) > 0.005+1e-9 {
 				t.Errorf("%s %s: ours %v, flent %.2f", name, v.what, fmtPtr(v.o), v.f)
 			}
 		}
@@ -119,30 +109,37 @@ func TestFlentBothWays(t *testing.T) {
 		}
 	}
 	inv, _ := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
-	out := t.TempDir()
-	r := bb(t, "run", "-H", inv, "-l", "8", "-d", "2", "-o", out, "--flent", "tcp_4down")
-	if r.err != nil {
-		t.Fatalf("%v\n%s", r.err, r.stderr)
-	}
-	data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
-	exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
-	if len(data) != 1 || len(exported) != 1 {
-		t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
-	}
-	// Flent does not set the lead-in apart; the same cut on both sides (between
-	// grid points) compares the loaded part.
-	const cut = "2.1,9.9"
-	n := sameRows(t, summaryJSON(t, "--cut", cut, data[0]), flentSummary(t, "-i", exported[0], "--data-cutoff", cut), true)
-	if n < 7 {
-		t.Errorf("flent and we share %d rows, want ping, 4 flows, sum and avg", n)
-	}
-	// Without a cut the throughput rows agree as they are; flent's ping row covers
-	// the whole run and ours the loaded part, so it is left out. (Without a cut flent
-	// counts the points of its grid, not of the series.)
-	whole := flentSummary(t, "-i", exported[0])
-	delete(whole, "Ping (ms) ICMP")
-	if n := sameRows(t, summaryJSON(t, data[0]), whole, false); n < 6 {
-		t.Errorf("without a cut: %d shared rows, want 4 flows, sum and avg", n)
+	// Our tcp tests, exported: flent's summary of the export is ours, row for row
+	// and point for point (flent's "Ping (ms) ICMP" is the whole run, as ours), with
+	// no cut and with flent's cuts: between grid points, on them, from the start,
+	// back from the end.
+	for _, tc := range []struct {
+		args []string
+		rows int // ping, the flows, sum and avg
+	}{
+		{[]string{"-l", "8", "-d", "2", "tcp_4down"}, 7},
+		{[]string{"-l", "8", "-d", "2", "--te", "upload_streams=2", "tcp_nup"}, 5},
+	} {
+		out := t.TempDir()
+		r := bb(t, append([]string{"run", "-H", inv, "-o", out, "--flent"}, tc.args...)...)
+		if r.err != nil {
+			t.Fatalf("%v\n%s", r.err, r.stderr)
+		}
+		data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+		exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
+		if len(data) != 1 || len(exported) != 1 {
+			t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
+		}
+		test := tc.args[len(tc.args)-1]
+		for _, cut := range []string{"", "2.1,9.9", "2,10", "0,5", "3,-2"} {
+			ours, theirs := []string{data[0]}, []string{"-i", exported[0]}
+			if cut != "" {
+				ours, theirs = []string{"--cut", cut, data[0]}, append(theirs, "--data-cutoff", cut)
+			}
+			if n := sameRows(t, summaryJSON(t, ours...), flentSummary(t, theirs...), true); n != tc.rows {
+				t.Errorf("%s, cut %q: flent and we share %d rows, want %d", test, cut, n, tc.rows)
+			}
+		}
 	}
 
 	// The other way: flent's own ping test (fping for ICMP, irtt for UDP).
@@ -162,10 +159,17 @@ func TestFlentBothWays(t *testing.T) {
 	if len(made) != 1 {
 		t.Fatalf("flent wrote %v", made)
 	}
-	// Flent without a cut counts its grid's points, not the replies (see above), and
-	// prints MEAN_VALUE as the average (see sameRowsWithin): fping's 0.001 ms figure.
-	if n := sameRowsWithin(t, summaryJSON(t, made[0]), flentSummary(t, "-i", made[0]), false, 0.0055); n != 2 {
-		t.Errorf("flent's ping test: %d shared rows, want ICMP and UDP", n)
+	// Without a cut flent prints a series' MEAN_VALUE as its average (fping's own
+	// figure, to 0.001 ms) and counts its grid; we read both from the file and print
+	// them too. With a cut both count and average the replies.
+	for _, cut := range [][]string{nil, {"--cut", "1,3"}} {
+		theirs := []string{"-i", made[0]}
+		if cut != nil {
+			theirs = append(theirs, "--data-cutoff", cut[1])
+		}
+		if n := sameRows(t, summaryJSON(t, append(cut, made[0])...), flentSummary(t, theirs...), true); n != 2 {
+			t.Errorf("flent's ping test, %v: %d shared rows, want ICMP and UDP", cut, n)
+		}
 	}
 	cancel()
 }

@@ -377,10 +377,57 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if len(run.Series) == 0 {
 		return nil, fmt.Errorf("%s: no ping or TCP series bloatbench can summarise", path)
 	}
+	run.Reported = reportedMeans(md, f.Results, len(f.XValues))
 	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, len(run.Series)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return run, nil
+}
+
+// reportedMeans are the means flent's summary prints without a cut (flent 2.1.1,
+// combiners.MeanReducer): a series' MEAN_VALUE (netperf's end-of-test figure,
+// fping's and irtt's own), counted as the points of the grid (len(x_values)). A
+// MEAN_VALUE of 0 is not one to flent (it falls back to the values). The TCP sum and
+// average a file lacks, flent computes as it loads it (settings.
+// compute_missing_results), their MEAN_VALUE the sum and the mean of the flows'.
+func reportedMeans(md map[string]any, results map[string][]*float64, points int) map[string]datafile.ReportedMean {
+	sm, _ := md["SERIES_META"].(map[string]any)
+	meanOf := func(name string) (float64, bool) {
+		m, _ := sm[name].(map[string]any)
+		v, ok := m["MEAN_VALUE"].(float64)
+		return v, ok && math.Abs(v) <= datafile.MaxValue
+	}
+	out := map[string]datafile.ReportedMean{}
+	flows := map[string][]float64{}
+	names := make([]string, 0, len(results))
+	for name := range results {
+		names = append(names, name)
+	}
+	sort.Strings(names) // flent adds the flows' means in the order of its glob
+	for _, name := range names {
+		v, ok := meanOf(name)
+		if ok && v != 0 {
+			out[name] = datafile.ReportedMean{Mean: v, Points: points}
+		}
+		if m := flowName.FindStringSubmatch(name); m != nil && ok {
+			flows[m[1]] = append(flows[m[1]], v)
+		}
+	}
+	for dir, vs := range flows {
+		sum := 0.0
+		for _, v := range vs {
+			sum += v
+		}
+		for name, v := range map[string]float64{"TCP " + dir + " sum": sum, "TCP " + dir + " avg": sum / float64(len(vs))} {
+			if _, ok := results[name]; !ok && v != 0 {
+				out[name] = datafile.ReportedMean{Mean: v, Points: points}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // rawSamples reads flent's raw values of a series: {t, val, seq}, val null when the

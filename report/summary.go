@@ -130,6 +130,15 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		s.Rows = append(s.Rows, rowOf(g.Name, g.Units, defined(vs)))
 	}
 	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
+	if o.Cut == nil {
+		// Without a cut flent prints the mean its runner reported and counts its grid
+		// (a cut makes it count the values): a row of a series' own name does too.
+		for i, r := range s.Rows {
+			if rm, ok := run.Reported[r.Name]; ok {
+				s.Rows[i].Avg, s.Rows[i].Points = rm.Mean, rm.Points
+			}
+		}
+	}
 	sortRows(s.Rows)
 	s.Warnings = GridWarnings(run, from, to)
 	return s
