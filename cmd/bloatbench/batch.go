@@ -163,7 +163,7 @@ func historyCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "history.html", Usage: "the page to write"},
 			&cli.StringFlag{Name: "baseline", Usage: "a batch folder whose runs' range each chart shows as a band"},
-			&cli.StringSliceFlag{Name: "metric", Usage: "a side-by-side metric to draw (repeatable; default: Ping loaded median and the TCP sums)"},
+			&cli.StringSliceFlag{Name: "metric", Usage: "a side-by-side metric to draw (repeatable; default: Ping (ms) ICMP loaded median and the TCP sums)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
