@@ -1,8 +1,11 @@
 package flentfile
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -110,6 +113,41 @@ func TestFlentSummarisesOurExport(t *testing.T) {
 					t.Logf("flent:\n%s", out)
 				}
 			})
+		}
+	}
+}
+
+// flent 2.1.1 draws its plots of our exports: the test's default (totals, for
+// tcp_ndown and tcp_nup), the ping CDF, and the throughput over time.
+func TestFlentPlotsOurExport(t *testing.T) {
+	if _, err := exec.LookPath("flent"); err != nil {
+		t.Fatalf("flent is missing (bash scripts/install-deps installs it): %v", err)
+	}
+	dir := t.TempDir()
+	for _, run := range []*datafile.Run{labRun("tcp_4down", "download", 4), labRun("tcp_nup", "upload", 3)} {
+		path, err := Export(run, filepath.Join(dir, run.Metadata.Test+Ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirPlot := "download"
+		if run.Metadata.Test == "tcp_nup" {
+			dirPlot = "upload"
+		}
+		for _, plot := range []string{"", "ping_cdf", "totals", dirPlot} {
+			png := filepath.Join(dir, fmt.Sprintf("%s-%s.png", run.Metadata.Test, plot))
+			args := []string{"-i", path, "-f", "plot", "-o", png}
+			if plot != "" {
+				args = append(args, "-p", plot)
+			}
+			out, err := exec.Command("flent", args...).CombinedOutput()
+			if err != nil {
+				t.Errorf("flent %v: %v\n%s", args, err, out)
+				continue
+			}
+			b, err := os.ReadFile(png)
+			if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || bytes.Contains(out, []byte("Traceback")) {
+				t.Errorf("flent %v drew no PNG (%v):\n%s", args, err, out)
+			}
 		}
 	}
 }
