@@ -217,6 +217,10 @@ type Run struct {
 	// reader does. Only files of other tools have them (flent's MEAN_VALUE); a run
 	// of ours never has, and the data file does not carry them.
 	Reported map[string]ReportedMean
+	// GridCut names the series a file of another tool has on its step grid only
+	// (flent's with no raw values: the sums and averages it computes among them). A
+	// cut keeps their grid points from START to END with both ends, as flent's does.
+	GridCut map[string]bool
 }
 
 // ReportedMean is a series' mean as its tool reported it, and the number of points

@@ -2,11 +2,13 @@ package flentfile
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,44 +78,101 @@ func TestFlentSummarisesOurExport(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, cut := range []*[2]float64{nil, {2, 10}, {2.1, 9.9}, {0, 5}, {3, -2}, {0, 0}} {
-			var args []string
 			label := "no cut"
 			if cut != nil {
 				label = fmt.Sprintf("--cut %g,%g", cut[0], cut[1])
-				args = []string{"--data-cutoff", fmt.Sprintf("%g,%g", cut[0], cut[1])}
 			}
-			t.Run(name+" "+label, func(t *testing.T) {
-				theirs, out, err := flentsummary.Run(path, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ours := map[string]report.Row{}
-				for _, r := range report.SummarizeWith(run, report.Options{Cut: cut}).Rows {
-					ours[r.Name] = r
-				}
-				for row, f := range theirs {
-					o, ok := ours[row]
-					if !ok {
-						t.Errorf("flent prints %q, we do not", row)
-						continue
-					}
-					for _, v := range []struct {
-						what string
-						o, f float64
-					}{{"avg", o.Avg, f.Avg}, {"median", o.Median, f.Median}, {"99th %", o.P99, f.P99}} {
-						if !(math.Abs(v.o-v.f) <= 0.005+1e-9) {
-							t.Errorf("%s %s: ours %.4f, flent %.2f", row, v.what, v.o, v.f)
-						}
-					}
-					if o.Points != f.Points {
-						t.Errorf("%s: ours %d points, flent %d", row, o.Points, f.Points)
-					}
-				}
-				if len(theirs) < 4 || t.Failed() || testing.Verbose() {
-					t.Logf("flent:\n%s", out)
-				}
-			})
+			t.Run(name+" "+label, func(t *testing.T) { sameAsFlent(t, path, run, cut) })
 		}
+	}
+}
+
+// sameAsFlent holds our summary of run to flent's of the file at path, with the same
+// cut: every row flent prints, avg, median and 99th percentile to flent's 0.01 (any
+// value where flent prints N/A), and the count.
+func sameAsFlent(t *testing.T, path string, run *datafile.Run, cut *[2]float64) {
+	t.Helper()
+	var args []string
+	if cut != nil {
+		args = []string{"--data-cutoff", fmt.Sprintf("%g,%g", cut[0], cut[1])}
+	}
+	theirs, out, err := flentsummary.Run(path, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]report.Row{}
+	for _, r := range report.SummarizeWith(run, report.Options{Cut: cut}).Rows {
+		ours[r.Name] = r
+	}
+	for row, f := range theirs {
+		o, ok := ours[row]
+		if !ok {
+			t.Errorf("flent prints %q, we do not", row)
+			continue
+		}
+		for _, v := range []struct {
+			what string
+			o, f float64
+		}{{"avg", o.Avg, f.Avg}, {"median", o.Median, f.Median}, {"99th %", o.P99, f.P99}} {
+			if !math.IsNaN(v.f) && !(math.Abs(v.o-v.f) <= 0.005+1e-9) {
+				t.Errorf("%s %s: ours %.4f, flent %.2f", row, v.what, v.o, v.f)
+			}
+		}
+		if o.Points != f.Points {
+			t.Errorf("%s: ours %d points, flent %d", row, o.Points, f.Points)
+		}
+	}
+	if len(theirs) < 4 || t.Failed() || testing.Verbose() {
+		t.Logf("flent:\n%s", out)
+	}
+}
+
+// A flent file whose throughput is on its grid only (no raw values; flent's own sums
+// and averages are always so, and it computes those a file lacks as it loads it):
+// without a cut each row is the series' MEAN_VALUE over flent's grid points, with a
+// cut flent keeps the grid points from START to END, both ends in, and so do we.
+func TestFlentGridOnlySeries(t *testing.T) {
+	var b strings.Builder
+	x, flow1, flow2, ping := []string{}, []string{"null"}, []string{"null", "null"}, []string{}
+	var raw []string
+	const t0 = 1795985804.5
+	for k := 0; k <= 20; k++ {
+		x = append(x, fmt.Sprint(float64(k)*0.2)) // as flent's aggregator makes them
+		if k >= 1 {
+			flow1 = append(flow1, fmt.Sprint(10+k%3))
+		}
+		if k >= 2 {
+			flow2 = append(flow2, fmt.Sprint(20+k%4))
+		}
+		if k < 20 {
+			v := 1 + 0.1*float64(k%5)
+			ping = append(ping, fmt.Sprint(v))
+			raw = append(raw, fmt.Sprintf(`{"t": %v, "val": %v}`, t0+float64(k)*0.2+0.01, v))
+		} else {
+			ping = append(ping, "null")
+		}
+	}
+	fmt.Fprintf(&b, `{"version": 4, "x_values": [%s], "results": {"TCP download::1": [%s], "TCP download::2": [%s], "Ping (ms) ICMP": [%s]},
+		"raw_values": {"Ping (ms) ICMP": [%s]},
+		"metadata": {"NAME": "tcp_2down", "TITLE": "grid", "T0": "2026-11-29T20:56:44.500000Z", "TIME": "2026-11-29T20:56:44.500000Z",
+		"STEP_SIZE": 0.2, "LENGTH": 2, "TOTAL_LENGTH": 4, "HOST": "h", "HOSTS": ["h"], "LOCAL_HOST": "l", "IP_VERSION": 4, "TEST_PARAMETERS": {},
+		"SERIES_META": {"TCP download::1": {"MEAN_VALUE": 11.25, "UNITS": "Mbits/s"}, "TCP download::2": {"MEAN_VALUE": 21.5, "UNITS": "Mbits/s"},
+		"Ping (ms) ICMP": {"MEAN_VALUE": 1.2, "UNITS": "ms"}}}}`,
+		strings.Join(x, ", "), strings.Join(flow1, ", "), strings.Join(flow2, ", "), strings.Join(ping, ", "), strings.Join(raw, ", "))
+	path := filepath.Join(t.TempDir(), "grid"+Ext)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(b.String()))
+	zw.Close()
+	if err := os.WriteFile(path, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []*[2]float64{nil, {1, 3}, {0.6, -1}, {0, 0}, {0.1, 2.9}} {
+		t.Run(fmt.Sprint(cut), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
 	}
 }
 

@@ -378,6 +378,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		return nil, fmt.Errorf("%s: no ping or TCP series bloatbench can summarise", path)
 	}
 	run.Reported = reportedMeans(md, f.Results, len(f.XValues))
+	run.GridCut = gridOnly(f, run.Series)
 	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, len(run.Series)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -426,6 +427,30 @@ func reportedMeans(md map[string]any, results map[string][]*float64, points int)
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// gridOnly names the series flent has on its grid only, which its cut keeps by grid
+// point, both ends included, where it cuts raw values by time: those with no raw
+// values, and the TCP sums and averages it computes on loading a file that lacks
+// them. (Our exports give every series raw values.)
+func gridOnly(f file, series []datafile.Series) map[string]bool {
+	out := map[string]bool{}
+	for name := range f.Results {
+		if len(f.RawValues[name]) == 0 {
+			out[name] = true
+		}
+	}
+	for _, se := range series {
+		if se.Kind != datafile.KindTCP {
+			continue
+		}
+		for _, name := range []string{"TCP " + se.Direction + " sum", "TCP " + se.Direction + " avg"} {
+			if _, ok := f.Results[name]; !ok {
+				out[name] = true
+			}
+		}
 	}
 	return out
 }

@@ -171,8 +171,8 @@ func TestReportedMeans(t *testing.T) {
 				"Ping (ms) ICMP": {Avg: 2.001, Points: 4}, "Ping (ms) ICMP loaded": {Avg: 2, Points: 3}}},
 		{"zero is none", `{"Ping (ms) ICMP": {"MEAN_VALUE": 0}}`, nil,
 			map[string]report.Row{"Ping (ms) ICMP": {Avg: 2, Points: 3}, "TCP download::1": {Avg: 12, Points: 3}}},
-		// (A series with no raw values flent cuts on its grid, ends included: the
-		// flows here; that is not matched yet, issue 13 item 2.)
+		// (A series with no raw values, the flows here, flent cuts on its grid with
+		// both ends in: TestFlentGridOnlySeries holds that to flent.)
 		{"a cut counts the values", `{"TCP download::1": {"MEAN_VALUE": 11.5}, "Ping (ms) ICMP": {"MEAN_VALUE": 2.001}}`, &[2]float64{0, 0},
 			map[string]report.Row{"Ping (ms) ICMP": {Avg: 2, Points: 3}}},
 	} {

@@ -269,3 +269,29 @@ func TestCutRows(t *testing.T) {
 		t.Errorf("cut 0,1 keeps %d replies, want 5 (t0's among them)", n)
 	}
 }
+
+// A series a file has on its grid only is cut by grid point, both ends in, as flent
+// cuts one; the same series with raw values would lose both ends.
+func TestInGrid(t *testing.T) {
+	m := datafile.Metadata{T0: 1000, TotalLength: 4, Step: 0.2}
+	g := GridOf(m)
+	for _, tc := range []struct {
+		cut  *[2]float64
+		want []int // the points kept, of 0..20
+	}{
+		{nil, []int{0, 20}},
+		{&[2]float64{1, 3}, []int{5, 15}},
+		{&[2]float64{0.6, -1}, []int{3, 15}},
+		{&[2]float64{0, 0}, []int{0, 20}},
+	} {
+		var kept []int
+		for k := 0; k < g.N; k++ {
+			if inGrid(m, tc.cut, g, k) {
+				kept = append(kept, k)
+			}
+		}
+		if len(kept) == 0 || kept[0] != tc.want[0] || kept[len(kept)-1] != tc.want[1] || len(kept) != tc.want[1]-tc.want[0]+1 {
+			t.Errorf("cut %v keeps %v, want %d..%d", tc.cut, kept, tc.want[0], tc.want[1])
+		}
+	}
+}

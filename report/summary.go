@@ -123,7 +123,11 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	for _, g := range Throughput(run) {
 		vs := g.Values
 		for k := range vs {
-			if !in(grid.Time(k)) {
+			keep := in(grid.Time(k))
+			if run.GridCut[g.Name] {
+				keep = inGrid(m, o.Cut, grid, k)
+			}
+			if !keep {
 				vs[k] = math.NaN()
 			}
 		}
@@ -142,6 +146,22 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	sortRows(s.Rows)
 	s.Warnings = GridWarnings(run, from, to)
 	return s
+}
+
+// inGrid says whether a cut keeps grid point k of a series that has no raw values,
+// as flent 2.1.1 cuts one (combiners.Reducer: bisect on x_values from START to END,
+// both included, an END of 0 or less counted back from TOTAL_LENGTH). No cut keeps
+// every point.
+func inGrid(m datafile.Metadata, cut *[2]float64, g Grid, k int) bool {
+	if cut == nil {
+		return true
+	}
+	end := cut[1]
+	if end <= 0 {
+		end += m.TotalLength
+	}
+	x := float64(k) * g.Step
+	return x >= cut[0] && x <= end
 }
 
 // GridSeries is one throughput series on the run's step grid, NaN where it has no
