@@ -41,7 +41,8 @@ done
 // test_ip among them), the ping group range and the user's groups (ICMP sockets
 // without root), and whether netem and ifb work. As root these are tried in a
 // scratch namespace ($3) that is deleted after; ifb only when that loads no module
-// (qdisc.IFBLoaded), since loading it adds ifb0 and ifb1 to the host. Not as root,
+// (qdisc.IFBLoaded, or modprobe finds none: built in), since loading it adds ifb0
+// and ifb1 to the host. Not as root,
 // modprobe -n says whether the modules exist. $1 is the agent's path, $2 "sudo"
 // when it runs through sudo.
 const accessScript = `u=$(id -u)
@@ -56,9 +57,9 @@ echo "pinggroups $(cat /proc/sys/net/ipv4/ping_group_range 2>/dev/null) groups $
 if [ "$u" = 0 ] && ip netns add "$3" 2>/dev/null; then
   ip -n "$3" link add bbchk0 type veth peer name bbchk1 >/dev/null 2>&1
   if e=$(tc -n "$3" qdisc add dev bbchk0 root netem delay 1ms 2>&1); then echo "netem yes"; else echo "netem no $e" | head -1; fi
-  if ` + qdisc.IFBLoaded + `; then
+  if ` + qdisc.IFBLoaded + ` || ! modprobe -n -q ifb 2>/dev/null; then
     if e=$(ip -n "$3" link add bbchk2 type ifb 2>&1); then echo "ifb yes"; else echo "ifb no $e" | head -1; fi
-  elif modprobe -n -q ifb 2>/dev/null; then echo "ifb module"; else echo "ifb no the kernel has no ifb module (CONFIG_IFB)"; fi
+  else echo "ifb module"; fi
   ip netns del "$3"
 else
   if modprobe -n -q sch_netem 2>/dev/null; then echo "netem module"; else echo "netem no the kernel has no sch_netem module (CONFIG_NET_SCH_NETEM)"; fi
@@ -229,7 +230,7 @@ func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Write
 		}
 		acc := readAccess(string(out), h.TestIP)
 		fmt.Fprintf(log, "ok   %s: %s\n", name, acc)
-		if !acc.sudoOK && len(setups) > 0 && s.o.isBottleneck(name) {
+		if !acc.sudoOK && len(setups) > 0 && (s.o.isBottleneck(name) || s.o.SetsSysctls) {
 			add("the setups need root on %s, and sudo -n refuses the agent: allow it with the sudoers line %s", name,
 				remote.SudoersLine(acc.user, ep.proc.Path, h.AgentPath != ""))
 		}

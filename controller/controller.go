@@ -63,6 +63,9 @@ type Options struct {
 	// need root, so a login that is not root runs the agent there through sudo
 	// (inventory.Host.UseSudo). The other hosts' agents run as the login user.
 	ChangesDevices bool
+	// SetsSysctls says a setup of the session sets sysctls, which it does on every
+	// host of the run: every host then needs root.
+	SetsSysctls bool
 }
 
 // Check validates the options' numbers.
@@ -357,7 +360,7 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 		return err
 	}
 	ep.conn = conn
-	sudo, err := ep.host.UseSudo(conn.Target.User, o.ChangesDevices && o.isBottleneck(ep.host.Name))
+	sudo, err := ep.host.UseSudo(conn.Target.User, o.ChangesDevices && (o.SetsSysctls || o.isBottleneck(ep.host.Name)))
 	if err != nil {
 		return err
 	}

@@ -113,16 +113,24 @@ func (o *Options) targets() ([]target, []string, error) {
 	return ts, args, nil
 }
 
-// changedDevs are the devices whose qdiscs a run samples and records: the
-// bottlenecks, the IFBs the setup shapes their ingress on, and the path devices
-// when the run puts netem there.
-func (o *Options) changedDevs() []inventory.Bottleneck {
+// sampledDevs are the devices whose qdiscs a run samples each step: the
+// bottlenecks and the IFBs the setup shapes their ingress on.
+func (o *Options) sampledDevs() []inventory.Bottleneck {
 	devs := append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...)
 	if o.Setup != nil && o.Setup.Ingress != nil {
 		for _, b := range o.Inventory.Bottleneck {
 			devs = append(devs, inventory.Bottleneck{Host: b.Host, Dev: qdisc.IFBName(b.Dev)})
 		}
 	}
+	return devs
+}
+
+// recordedDevs are those whose tc statistics go into the data file before and
+// after the run: the sampled ones, and the path devices when the run puts netem
+// there (sampling those each step would cost the endpoints CPU that the streams
+// need, for counters that only say what netem was asked to do).
+func (o *Options) recordedDevs() []inventory.Bottleneck {
+	devs := o.sampledDevs()
 	if o.Setup != nil && o.Setup.Netem != nil || o.Inventory.Netem != nil {
 		devs = append(devs, o.Inventory.PathDevices...)
 	}
@@ -142,7 +150,8 @@ type applied struct {
 func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, func() error, error) {
 	noop := func() error { return nil }
 	ts, netem, err := o.targets()
-	if err != nil || len(ts) == 0 {
+	sysctls := o.Setup != nil && len(o.Setup.Sysctls) > 0
+	if err != nil || len(ts) == 0 && !sysctls {
 		return applied{}, noop, err
 	}
 	name := "path"
@@ -163,6 +172,18 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, fun
 		j.States = append(j.States, st)
 		j.Hosts[t.host] = ep.host
 	}
+	if sysctls {
+		// On every host of the run: the endpoints' TCP (tcp_ecn, the congestion
+		// control) as much as the bottlenecks'.
+		for _, ep := range eps {
+			sv, err := o.Setup.SnapshotSysctls(ctx, ep, ep.host.Name)
+			if err != nil {
+				return applied{}, noop, err
+			}
+			j.Sysctls = append(j.Sysctls, sv...)
+			j.Hosts[ep.host.Name] = ep.host
+		}
+	}
 	if err := j.Save(dir); err != nil {
 		return applied{}, noop, err
 	}
@@ -173,6 +194,19 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, fun
 	}
 	if netem != nil {
 		rec.path = &datafile.Path{Netem: strings.Join(netem, " ")}
+	}
+	if sysctls {
+		for _, ep := range eps {
+			done, err := o.Setup.ApplySysctls(ctx, ep, ep.host.Name)
+			if err != nil {
+				if rerr := restore(); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+				return applied{}, noop, err
+			}
+			rec.setup.Devices = append(rec.setup.Devices, datafile.SetupDevice{Host: ep.host.Name, Commands: done})
+			o.logf("setup %s: sysctls set on %s", name, ep.host.Name)
+		}
 	}
 	for i, st := range j.States {
 		t := ts[i]
@@ -203,9 +237,8 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
 	defer cancel()
 	var errs []error
-	for _, st := range j.States {
+	reach := func(ep *endpoint) error {
 		// A frozen host is named at once; the others are restored all the same.
-		ep := endpointOf(eps, st.Host)
 		err := ep.alive(ctx)
 		if err != nil {
 			// The agent died or stopped answering: a new connection and agent may
@@ -214,8 +247,30 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 			ep.close()
 			err = o.connect(ctx, ep)
 		}
+		return err
+	}
+	for _, st := range j.States {
+		ep := endpointOf(eps, st.Host)
+		err := reach(ep)
 		if err == nil {
 			err = qdisc.Restore(ctx, ep, st)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Sysctls after the devices: a host's default_qdisc is back before anything
+	// could make a device again.
+	done := map[string]bool{}
+	for _, sv := range j.Sysctls {
+		if done[sv.Host] {
+			continue
+		}
+		done[sv.Host] = true
+		ep := endpointOf(eps, sv.Host)
+		err := reach(ep)
+		if err == nil {
+			err = qdisc.RestoreSysctls(ctx, ep, sv.Host, j.Sysctls)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -227,10 +282,9 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 	return j.Remove()
 }
 
-// recordStates writes the tc statistics of every device the run changes (the
-// bottlenecks at least) into the data file.
+// recordStates writes the tc statistics of recordedDevs into the data file.
 func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile.Writer, phase string) {
-	for _, b := range o.changedDevs() {
+	for _, b := range o.recordedDevs() {
 		ep := endpointOf(eps, b.Host)
 		err := ep.alive(ctx)
 		var out []byte
@@ -250,7 +304,7 @@ func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile
 func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobSet, step float64, t0 time.Time) error {
 	devs := map[string][]string{}
 	var hosts []string
-	for _, b := range o.changedDevs() {
+	for _, b := range o.sampledDevs() {
 		if devs[b.Host] == nil {
 			hosts = append(hosts, b.Host)
 		}

@@ -61,6 +61,12 @@ type SetupSpec struct {
 	BQL  *BQLSpec `yaml:"bql,omitempty"`
 	// Offloads sets gso, tso, gro: on or off.
 	Offloads map[string]string `yaml:"offloads,omitempty"`
+	// Channels sets the device's queues (ethtool -L): rx, tx, other or combined ->
+	// count. Seed 004 compares one tx queue with many.
+	Channels map[string]int `yaml:"channels,omitempty"`
+	// Sysctls are set on every host of the run (tcp_ecn and the congestion control
+	// matter at the endpoints, default_qdisc where devices come up): key -> value.
+	Sysctls map[string]string `yaml:"sysctls,omitempty"`
 	// Ingress shapes what the bottleneck receives: an IFB device takes the
 	// device's ingress through a mirred filter, and this qdisc (under an htb class
 	// at Rate when given) runs on the IFB's egress, as sqm-scripts does.

@@ -53,10 +53,37 @@ func params(p map[string]string) []string {
 	return out
 }
 
-// Commands applies the setup to dev, a device with txQueues transmit queues:
-// offloads, then BQL limits on every tx queue, then the qdisc tree, then the
-// ingress's IFB, its qdiscs and the redirect to it.
+// Commands applies the setup to dev, a device with txQueues transmit queues
+// (after the channels change, if the setup changes them): channels, offloads, then
+// BQL limits on every tx queue, then the qdisc tree, then the ingress's IFB, its
+// qdiscs and the redirect to it.
 func (s *Setup) Commands(dev string, txQueues int) []Op {
+	if len(s.Channels) == 0 {
+		return s.commands(dev, txQueues)
+	}
+	// What the queues will be: a device's own count after ethtool -L is read back
+	// by Apply; shown here, the tx (or combined) count the setup asks.
+	if n, ok := s.Channels["tx"]; ok {
+		txQueues = n
+	} else if n, ok := s.Channels["combined"]; ok {
+		txQueues = n
+	}
+	return append([]Op{s.channelOp(dev)}, s.commands(dev, txQueues)...)
+}
+
+// channelOp is the setup's ethtool -L.
+func (s *Setup) channelOp(dev string) Op {
+	argv := []string{"ethtool", "-L", dev}
+	for _, k := range channelKinds {
+		if v, ok := s.Channels[k]; ok {
+			argv = append(argv, k, strconv.Itoa(v))
+		}
+	}
+	return Op{Argv: argv}
+}
+
+// commands are Commands but the channels'.
+func (s *Setup) commands(dev string, txQueues int) []Op {
 	var ops []Op
 	if len(s.Offloads) > 0 {
 		argv := []string{"ethtool", "-K", dev}

@@ -29,7 +29,9 @@ type Journal struct {
 	Inventory string                     `json:"inventory"`
 	Hosts     map[string]*inventory.Host `json:"hosts"` // enough to reconnect without the inventory
 	States    []*State                   `json:"states"`
-	path      string
+	// Sysctls are the values the setup's sysctls had on each host.
+	Sysctls []SysctlState `json:"sysctls,omitempty"`
+	path    string
 }
 
 // NewJournal starts a journal of this process for setup, from the inventory at path.

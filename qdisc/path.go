@@ -126,12 +126,14 @@ func (s *Setup) PathCommands(dev string) []Op {
 // The ifb module is loaded with no devices of its own when it is not there yet:
 // loading it by default (as creating the device would) adds ifb0 and ifb1, which
 // would stay behind on the host. Built in, or with no modprobe to load it, there is
-// nothing to load.
+// nothing to load; when modprobe finds no module (a kernel that has ifb built in but
+// lists no modules.builtin) the device is made all the same, and a kernel without
+// ifb fails there, naming the device type.
 func (in *Ingress) commands(dev string) []Op {
 	ifb := IFBName(dev)
 	tc := func(args ...string) Op { return Op{Argv: append([]string{"tc"}, args...)} }
 	ops := []Op{
-		{Argv: []string{"sh", "-c", IFBLoaded + " || modprobe ifb numifbs=0"}},
+		{Argv: []string{"sh", "-c", IFBLoaded + " || modprobe -q ifb numifbs=0 || :"}},
 		{Argv: []string{"ip", "link", "add", "name", ifb, "type", "ifb"}},
 		{Argv: []string{"ip", "link", "set", "dev", ifb, "up"}},
 	}

@@ -28,6 +28,9 @@ func TestCommandsGolden(t *testing.T) {
 			continue
 		}
 		fmt.Fprintf(&b, "# %s (%s), %s\n%s", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
+		if len(s.Sysctls) > 0 {
+			fmt.Fprintf(&b, "# on every host of the run:\n%s", Script(s.SysctlOps()))
+		}
 		if p := s.PathCommands("eth1"); p != nil {
 			fmt.Fprintf(&b, "# on each path device (eth1):\n%s", Script(p))
 		}
@@ -106,6 +109,12 @@ func TestCheckErrors(t *testing.T) {
 		{inventory.SetupSpec{Netem: &inventory.NetemSpec{Delay: "25ms"}, Params: map[string]string{"target": "5ms"}}, "params:"},
 		{inventory.SetupSpec{Netem: &inventory.NetemSpec{Delay: "25 ms"}}, "netem.delay"},
 		{inventory.SetupSpec{Netem: &inventory.NetemSpec{}}, "netem: empty"},
+		{inventory.SetupSpec{Channels: map[string]int{"queues": 1}}, "channels.queues"},
+		{inventory.SetupSpec{Channels: map[string]int{"tx": 0}}, "channels.tx"},
+		{inventory.SetupSpec{Sysctls: map[string]string{"../../etc/passwd": "1"}}, "sysctls."},
+		{inventory.SetupSpec{Sysctls: map[string]string{"net.ipv4.tcp_ecn": "1; reboot"}}, "sysctls.net.ipv4.tcp_ecn"},
+		{inventory.SetupSpec{Sysctls: map[string]string{"net.ipv4.tcp_ecn": ""}}, "sysctls.net.ipv4.tcp_ecn"},
+		{inventory.SetupSpec{Sysctls: map[string]string{"net": "1"}}, "sysctls.net"},
 	}
 	for _, c := range cases {
 		_, err := check("x", c.spec, "hosts.yaml:12")

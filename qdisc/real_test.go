@@ -455,3 +455,67 @@ func TestIngressShapingRefusedOverExistingState(t *testing.T) {
 		})
 	}
 }
+
+// channels: changes the queue count first, and mq then has one child per queue
+// left; restore gives the queues back before it rebuilds the tree.
+func TestChannelsAppliedAndRestored(t *testing.T) {
+	r := scratch(t, "test0")
+	ctx := context.Background()
+	before, err := Snapshot(ctx, r, "lab", "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Channels["tx"] != "4" || before.TxQueues != 4 {
+		t.Fatalf("snapshot channels %v, %d tx queues", before.Channels, before.TxQueues)
+	}
+	s := mustSetup(t, "one-queue")
+	done, now, err := Apply(ctx, r, s, before)
+	if err != nil {
+		t.Fatalf("apply: %v (ran %v)", err, done)
+	}
+	if done[0] != "ethtool -L test0 rx 1 tx 1" || now.TxQueues != 1 || now.Channels["tx"] != "1" {
+		t.Errorf("ran %v, read back %d tx queues, channels %v", done, now.TxQueues, now.Channels)
+	}
+	if n := strings.Count(strings.Join(done, "\n"), "pfifo limit 100"); n != 1 {
+		t.Errorf("%d pfifo children for one queue: %v", n, done)
+	}
+	if err := Restore(ctx, r, before); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := Snapshot(ctx, r, "lab", "test0")
+	if d := before.Diff(after); d != "" || after.TxQueues != 4 {
+		t.Errorf("not restored (%d tx queues): %s", after.TxQueues, d)
+	}
+}
+
+// sysctls: read before, set, read back with the kernel's tabs as spaces, put back.
+func TestSysctlsAppliedAndRestored(t *testing.T) {
+	r := scratch(t, "test0")
+	ctx := context.Background()
+	r.sh(t, "echo 2 > /proc/sys/net/ipv4/tcp_ecn")
+	s := mustSetup(t, "ecn")
+	before, err := s.SnapshotSysctls(ctx, r, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 2 || before[0].Key != "net.ipv4.tcp_ecn" || before[0].Value != "2" || strings.Contains(before[1].Value, "\t") {
+		t.Fatalf("snapshot %+v", before)
+	}
+	done, err := s.ApplySysctls(ctx, r, "lab")
+	if err != nil || len(done) != 2 {
+		t.Fatalf("apply: %v (ran %v)", err, done)
+	}
+	if got := strings.TrimSpace(r.sh(t, "cat /proc/sys/net/ipv4/tcp_ecn")); got != "1" {
+		t.Errorf("tcp_ecn %s after apply", got)
+	}
+	if err := RestoreSysctls(ctx, r, "lab", before); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(r.sh(t, "cat /proc/sys/net/ipv4/tcp_ecn")); got != "2" {
+		t.Errorf("tcp_ecn %s after restore", got)
+	}
+	bad := &Setup{Name: "typo", Sysctls: map[string]string{"net.ipv4.tcp_ecnn": "1"}}
+	if _, err := bad.SnapshotSysctls(ctx, r, "lab"); err == nil || !strings.Contains(err.Error(), "net.ipv4.tcp_ecnn") {
+		t.Errorf("a sysctl the kernel lacks: error %v", err)
+	}
+}

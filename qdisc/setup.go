@@ -26,6 +26,10 @@ type Setup struct {
 	BQL  *BQL
 	// Offloads in ethtool's words: gso, tso, gro -> true (on) or false (off).
 	Offloads map[string]bool
+	// Channels are ethtool -L's counts: rx, tx, other, combined.
+	Channels map[string]int
+	// Sysctls are set on every host of the run, by their sysctl names.
+	Sysctls map[string]string
 	// Ingress shapes the bottleneck's ingress on an IFB.
 	Ingress *Ingress
 	// Netem is tc's words after "netem" for the inventory's path devices, nil for
@@ -79,6 +83,10 @@ var (
 	valueRE  = regexp.MustCompile(`^[A-Za-z0-9_.:/+-]{0,64}$`)
 	rateRE   = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$`)
 	offloads = []string{"gso", "tso", "gro"}
+	// channelKinds in ethtool -L's order.
+	channelKinds  = []string{"rx", "tx", "other", "combined"}
+	sysctlKeyRE   = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_][a-z0-9_-]*)+$`)
+	sysctlValueRE = regexp.MustCompile(`^[A-Za-z0-9_.:/+-]+( [A-Za-z0-9_.:/+-]+)*$`)
 )
 
 // BuiltinNames lists the built-in setups, sorted.
@@ -186,6 +194,14 @@ func overlay(base, o inventory.SetupSpec) inventory.SetupSpec {
 	if o.Ingress != nil {
 		out.Ingress = o.Ingress
 	}
+	if len(o.Channels) > 0 {
+		out.Channels = maps.Clone(base.Channels)
+		if out.Channels == nil {
+			out.Channels = map[string]int{}
+		}
+		maps.Copy(out.Channels, o.Channels)
+	}
+	out.Sysctls = merge(base.Sysctls, o.Sysctls)
 	if o.Netem != nil {
 		out.Netem = o.Netem
 	}
@@ -215,8 +231,8 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 	if s.Title == "" {
 		s.Title = name
 	}
-	if sp.Root != nil && sp.MQ != nil || sp.Root == nil && sp.MQ == nil && sp.Ingress == nil && sp.Netem == nil {
-		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...} (or only ingress: or netem:, to leave the egress as found)")
+	if sp.Root != nil && sp.MQ != nil || sp.Root == nil && sp.MQ == nil && sp.Ingress == nil && sp.Netem == nil && len(sp.Sysctls) == 0 && len(sp.Channels) == 0 {
+		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...} (or only ingress:, netem:, channels: or sysctls:, to leave the qdiscs as found)")
 	}
 	if sp.Ingress != nil {
 		in, err := checkIngress(sp.Ingress, errf)
@@ -270,6 +286,24 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 		if sp.BQL.LimitMax != nil || sp.BQL.LimitMin != nil {
 			s.BQL = &BQL{LimitMax: sp.BQL.LimitMax, LimitMin: sp.BQL.LimitMin}
 		}
+	}
+	for k, v := range sp.Channels {
+		if !contains(channelKinds, k) || v < 1 || v > 4096 {
+			return nil, errf("channels.%s: %d: the channels are rx, tx, other, combined, each a count from 1 to 4096 (ethtool -L)", k, v)
+		}
+		if s.Channels == nil {
+			s.Channels = map[string]int{}
+		}
+		s.Channels[k] = v
+	}
+	for k, v := range sp.Sysctls {
+		if !sysctlKeyRE.MatchString(k) || !sysctlValueRE.MatchString(v) {
+			return nil, errf("sysctls.%s: %q: write a sysctl name (net.ipv4.tcp_ecn) and a plain value (1, bbr, \"4096 131072 6291456\")", k, v)
+		}
+		if s.Sysctls == nil {
+			s.Sysctls = map[string]string{}
+		}
+		s.Sysctls[k] = v
 	}
 	for k, v := range sp.Offloads {
 		if !contains(offloads, k) || (v != "on" && v != "off") {
@@ -336,5 +370,5 @@ func (s *Setup) Kinds() []string {
 // TouchesBottleneck says whether the setup changes the bottleneck devices at all:
 // one that only emulates the path leaves them as found.
 func (s *Setup) TouchesBottleneck() bool {
-	return s.Root != nil || s.MQ != nil || s.Ingress != nil || s.BQL != nil || len(s.Offloads) > 0
+	return s.Root != nil || s.MQ != nil || s.Ingress != nil || s.BQL != nil || len(s.Offloads) > 0 || len(s.Channels) > 0
 }

@@ -41,6 +41,9 @@ type State struct {
 	// TickInUsec is tc's clock on the host (from /proc/net/psched): htb keeps a
 	// class's burst as a time in its ticks, which tc -d prints rounded to bytes.
 	TickInUsec float64 `json:"tick_in_usec,omitempty"`
+	// Channels are ethtool -l's current counts (rx, tx, other, combined; "n/a" left
+	// out), nil when the device or ethtool shows none.
+	Channels map[string]string `json:"channels,omitempty"`
 	// IngressFilters are the lines of tc filter show for the ingress (ffff:), which a
 	// setup's ingress shaping adds and restore must see gone.
 	IngressFilters []string `json:"ingress_filters,omitempty"`
@@ -130,6 +133,8 @@ for q in /sys/class/net/"$dev"/queues/tx-*; do
 done
 echo @@offloads
 ethtool -k "$dev" 2>/dev/null || true
+echo @@channels
+ethtool -l "$dev" 2>/dev/null | sed -n '/^Current hardware settings/,$p' || true
 echo @@ingress
 if tc qdisc show dev "$dev" | grep -Eq '^qdisc (ingress|clsact) ffff:'; then
   tc filter show dev "$dev" parent ffff: || echo "?"
@@ -352,6 +357,7 @@ func parseState(out []byte) (*State, error) {
 		return a < b
 	})
 	st.Offloads, st.Features = parseFeatures(string(sections["offloads"]))
+	st.Channels = parseChannels(string(sections["channels"]))
 	for _, line := range strings.Split(string(sections["ingress"]), "\n") {
 		if t := strings.TrimSpace(line); t != "" {
 			st.IngressFilters = append(st.IngressFilters, t)
@@ -446,6 +452,39 @@ func (st *State) bursts(c Class) (burst, cburst string, err error) {
 	return fmt.Sprintf("%db", b), fmt.Sprintf("%db", cb), nil
 }
 
+// parseChannels reads the current settings of ethtool -l.
+func parseChannels(out string) map[string]string {
+	var ch map[string]string
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		if !ok || !contains(channelKinds, k) {
+			continue
+		}
+		if _, err := strconv.Atoi(v); err != nil {
+			continue // n/a
+		}
+		if ch == nil {
+			ch = map[string]string{}
+		}
+		ch[k] = v
+	}
+	return ch
+}
+
+// channelOp sets the channels of st that differ from now's (all when now is nil).
+func (st *State) channelOp(now *State) (Op, bool) {
+	argv := []string{"ethtool", "-L", st.Dev}
+	for _, k := range channelKinds {
+		v, ok := st.Channels[k]
+		if !ok || now != nil && now.Channels[k] == v {
+			continue
+		}
+		argv = append(argv, k, v)
+	}
+	return Op{Argv: argv}, len(argv) > 3
+}
+
 // ingress is the device's ingress or clsact qdisc, nil when it has none.
 func (st *State) ingress() *TCQdisc {
 	for i := range st.Qdiscs {
@@ -526,6 +565,13 @@ func (st *State) restoreOps(now *State) ([]Op, error) {
 		return nil, err
 	}
 	var ops []Op
+	if now != nil && st.Channels != nil && now.Channels != nil {
+		// The queues come back first: the tree and the BQL limits below are the
+		// original queues'.
+		if o, ok := st.channelOp(now); ok {
+			ops = append(ops, o)
+		}
+	}
 	if now != nil {
 		// The ingress redirect goes before its IFB (deleting the qdisc takes its
 		// filters with it), so that no packet is sent to a device being removed.
@@ -768,6 +814,10 @@ func (st *State) Diff(now *State) string {
 	if x, y := fmt.Sprint(a.Features), fmt.Sprint(b.Features); x != y {
 		d = append(d, fmt.Sprintf("ethtool features were %s, are %s", x, y))
 	}
+	// A journal from before channels were recorded has none to compare.
+	if x, y := fmt.Sprint(a.Channels), fmt.Sprint(b.Channels); a.Channels != nil && b.Channels != nil && x != y {
+		d = append(d, fmt.Sprintf("channels were %s, are %s", x, y))
+	}
 	if x, y := strings.Join(a.IngressFilters, " "), strings.Join(b.IngressFilters, " "); x != y {
 		d = append(d, fmt.Sprintf("ingress filters were [%s], are [%s]", x, y))
 	}
@@ -899,12 +949,31 @@ func Apply(ctx context.Context, r Runner, s *Setup, before *State) ([]string, *S
 				before.Host, s.Name, before.Dev, before.IFB.Name, remote.Command("ip", "link", "del", "dev", before.IFB.Name))
 		}
 	}
-	ops := s.Commands(before.Dev, before.TxQueues)
+	var done []string
+	txQueues := before.TxQueues
+	if len(s.Channels) > 0 {
+		if before.Channels == nil {
+			return nil, nil, fmt.Errorf("host %s: setup %s sets channels, but ethtool -l %s shows none (is ethtool installed? does the driver support it?)", before.Host, s.Name, before.Dev)
+		}
+		// The queues change first; BQL and mq then follow the new count.
+		d, err := run(ctx, r, before.Host, []Op{s.channelOp(before.Dev)})
+		done = d
+		if err != nil {
+			return done, nil, fmt.Errorf("host %s: apply setup %s to %s: %w", before.Host, s.Name, before.Dev, err)
+		}
+		mid, err := Snapshot(ctx, r, before.Host, before.Dev)
+		if err != nil {
+			return done, nil, err
+		}
+		txQueues = mid.TxQueues
+	}
+	ops := s.commands(before.Dev, txQueues)
 	if (s.Root != nil || s.MQ != nil) && !before.kernelDefault() {
 		// `replace` cannot turn one kind into another under the same handle.
 		ops = append([]Op{{Argv: []string{"tc", "qdisc", "del", "dev", before.Dev, "root"}}}, ops...)
 	}
-	done, err := run(ctx, r, before.Host, ops)
+	more, err := run(ctx, r, before.Host, ops)
+	done = append(done, more...)
 	if err != nil {
 		return done, nil, fmt.Errorf("host %s: apply setup %s to %s: %w", before.Host, s.Name, before.Dev, err)
 	}
@@ -969,8 +1038,13 @@ func (s *Setup) verifyRoot(now *State) error {
 	return nil
 }
 
-// verifyDevice checks BQL limits and offloads.
+// verifyDevice checks channels, BQL limits and offloads.
 func (s *Setup) verifyDevice(now *State) error {
+	for k, v := range s.Channels {
+		if now.Channels[k] != strconv.Itoa(v) {
+			return fmt.Errorf("channels %s is %q, not %d", k, now.Channels[k], v)
+		}
+	}
 	if s.BQL != nil {
 		for _, b := range now.BQL {
 			if s.BQL.LimitMax != nil && b.LimitMax != strconv.Itoa(*s.BQL.LimitMax) {

@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
 )
 
 // The guest image's recipe: both files are part of the cache key, so editing either
@@ -52,6 +54,11 @@ type VMOptions struct {
 	// (which keeps a local sender's packets in the qdisc to a few per flow) does not
 	// shape the queue under test, as on a real router.
 	Router bool `json:"router,omitempty"`
+	// RTT and Loss emulate the path with netem on the endpoints' test devices,
+	// behind the router (so the router's qdiscs stay the ones under test): RTT/2 of
+	// delay and Loss of the packets each way. They need Router.
+	RTT  time.Duration `json:"rtt,omitempty"`
+	Loss string        `json:"loss,omitempty"`
 	// CacheDir holds built images; "" = $XDG_CACHE_HOME/bloatbench/vm.
 	CacheDir string `json:"-"`
 	// Log receives the build's and the boot's progress.
@@ -133,6 +140,15 @@ const vmBootTimeout = 3 * time.Minute
 func (o *VMOptions) check() error {
 	if o.Rate != "" && !rateRE.MatchString(o.Rate) {
 		return fmt.Errorf("--rate %q: write a tc rate such as 20mbit", o.Rate)
+	}
+	if (o.RTT != 0 || o.Loss != "") && !o.Router {
+		return fmt.Errorf("--rtt and --loss need --router: netem goes on the endpoints behind the router, off the bottleneck, so that the qdisc under test stays the one that queues (without a router the endpoints' devices are the bottlenecks)")
+	}
+	if o.RTT < 0 || o.RTT > time.Minute {
+		return fmt.Errorf("--rtt %v: from 0 to 1m", o.RTT)
+	}
+	if _, err := o.netem(); err != nil {
+		return err
 	}
 	if o.Queues == 0 {
 		o.Queues = 4
@@ -573,10 +589,40 @@ func (l *Lab) writeVMInventory() error {
 	if l.VMOptions.Router {
 		link += ", a router guest between them"
 	}
+	if n, _ := l.VMOptions.netem(); n != nil {
+		// Every run puts it on and takes it off again, journaled like a setup.
+		inv.Netem = n
+		for _, g := range l.VM.Guests {
+			if g.Role != "router" {
+				inv.PathDevices = append(inv.PathDevices, inventory.Bottleneck{Host: g.Role, Dev: g.Links[0].Dev})
+			}
+		}
+		link += fmt.Sprintf(", path RTT %v and loss %s each way (netem on the endpoints)", l.VMOptions.RTT, cmp.Or(l.VMOptions.Loss, "0%"))
+	}
 	comment := fmt.Sprintf("# VM lab %s: kernel %s in QEMU, virtio-net with %d queue pairs, %s.\n"+
 		"# Written by `bloatbench testbed up --vm`; `bloatbench testbed down -H %s` removes it.\n",
 		l.Name, l.VM.Kernel, l.VMOptions.Queues, link, filepath.Base(l.Inventory))
 	return inv.Write(l.Inventory, comment)
+}
+
+// vmNetemLimit is the packets netem holds on a path device: tc's 1000 would drop at
+// the lab's top rates with a long RTT (600 Mbit/s over 25 ms is 1250 full packets),
+// and a path must not drop what the qdisc under test should.
+const vmNetemLimit = 10000
+
+// netem is the path emulation the lab's runs put on the endpoints, nil for none.
+func (o *VMOptions) netem() (*inventory.NetemSpec, error) {
+	if o.RTT == 0 && o.Loss == "" {
+		return nil, nil
+	}
+	n := &inventory.NetemSpec{Loss: o.Loss, Limit: vmNetemLimit}
+	if o.RTT > 0 {
+		n.Delay = fmt.Sprintf("%dus", (o.RTT / 2).Microseconds())
+	}
+	if _, err := qdisc.NetemArgs(n, "--rtt/--loss: netem"); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // vmDown stops the guests and removes the namespace, which takes the bridge with it;

@@ -2,10 +2,12 @@ package testbed
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // lockedLog is a log safe for concurrent writes, so that the race detector sees
@@ -36,5 +38,36 @@ func TestRunLoggedTailOfBothStreams(t *testing.T) {
 	}
 	if n := strings.Count(log.b.String(), "\n"); n != 401 {
 		t.Errorf("the log has %d lines, want 401", n)
+	}
+}
+
+// --rtt and --loss become the netem every run of the lab puts on the endpoints
+// behind the router; without a router there is nowhere off the bottleneck for it.
+func TestVMPathEmulation(t *testing.T) {
+	cases := []struct {
+		o    VMOptions
+		want string // the netem spec, or the error's words
+	}{
+		{VMOptions{Router: true}, "none"},
+		{VMOptions{Router: true, RTT: 50 * time.Millisecond}, "delay 25000us loss  limit 10000"},
+		{VMOptions{Router: true, RTT: 5 * time.Millisecond, Loss: "0.5%"}, "delay 2500us loss 0.5% limit 10000"},
+		{VMOptions{Router: true, Loss: "1%"}, "delay  loss 1% limit 10000"},
+		{VMOptions{RTT: 50 * time.Millisecond}, "error: --rtt and --loss need --router"},
+		{VMOptions{Router: true, Loss: "1"}, `error: --rtt/--loss: netem.loss: "1"`},
+		{VMOptions{Router: true, RTT: -time.Second}, "error: --rtt -1s"},
+	}
+	for _, c := range cases {
+		got := "none"
+		err := c.o.check()
+		if err == nil {
+			if n, _ := c.o.netem(); n != nil {
+				got = fmt.Sprintf("delay %s loss %s limit %d", n.Delay, n.Loss, n.Limit)
+			}
+		} else {
+			got = "error: " + err.Error()
+		}
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("%+v: got %q, want %q", c.o, got, c.want)
+		}
 	}
 }

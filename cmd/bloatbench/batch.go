@@ -71,6 +71,7 @@ func batchAction(c *cli.Context) error {
 	co.ChangesDevices = b.Inventory.Netem != nil
 	for _, s := range b.Setups {
 		co.ChangesDevices = co.ChangesDevices || s != nil
+		co.SetsSysctls = co.SetsSysctls || s != nil && len(s.Sysctls) > 0
 	}
 	if co.Self, co.SelfHash, err = selfBinary(); err != nil {
 		return err

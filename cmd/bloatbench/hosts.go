@@ -47,6 +47,9 @@ func hostsCommand() *cli.Command {
 					return err
 				}
 				o := controller.Options{Inventory: inv, Dialer: d, Self: self, SelfHash: selfHash, Log: c.App.ErrWriter, ChangesDevices: len(setups) > 0}
+				for _, s := range setups {
+					o.SetsSysctls = o.SetsSysctls || len(s.Sysctls) > 0
+				}
 				if problems := controller.Check(c.Context, o, setups, c.App.Writer); len(problems) > 0 {
 					return fmt.Errorf("%d problem(s)", len(problems))
 				}

@@ -132,6 +132,20 @@ func restoreCommand() *cli.Command {
 					}
 					fmt.Fprintf(c.App.Writer, "restored %s:%s (setup %s of %s)\n", st.Host, st.Dev, j.Setup, j.Created.Format("2006-01-02 15:04:05"))
 				}
+				// The setup's sysctls, host by host, after the devices as a run does.
+				seen := map[string]bool{}
+				for _, sv := range j.Sysctls {
+					if !ok || seen[sv.Host] {
+						continue
+					}
+					seen[sv.Host] = true
+					if err := restoreSysctls(c, d, j, sv.Host); err != nil {
+						errs = append(errs, err)
+						ok = false
+						continue
+					}
+					fmt.Fprintf(c.App.Writer, "restored the sysctls of %s (setup %s of %s)\n", sv.Host, j.Setup, j.Created.Format("2006-01-02 15:04:05"))
+				}
 				if ok {
 					if err := j.Remove(); err != nil {
 						errs = append(errs, err)
@@ -144,4 +158,26 @@ func restoreCommand() *cli.Command {
 			return errors.Join(errs...)
 		},
 	}
+}
+
+// restoreSysctls puts back the sysctls the journal found on host.
+func restoreSysctls(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, host string) error {
+	h := j.Hosts[host]
+	if h == nil {
+		return fmt.Errorf("journal %s: no host %s", j.Path(), host)
+	}
+	t, err := d.Resolve(h)
+	if err != nil {
+		return err
+	}
+	conn, err := d.DialTarget(c.Context, t)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r, err := rootRunner(c, conn, h)
+	if err != nil {
+		return err
+	}
+	return qdisc.RestoreSysctls(c.Context, r, host, j.Sysctls)
 }

@@ -173,6 +173,9 @@ func runAction(c *cli.Context) error {
 	// One SSH login and one agent per host for every run of the command; with setups,
 	// the bottleneck hosts' agents run as root (through sudo for a login that is not).
 	o.ChangesDevices = len(setups) > 0 || o.Inventory.Netem != nil
+	for _, s := range setups {
+		o.SetsSysctls = o.SetsSysctls || len(s.Sysctls) > 0
+	}
 	sess, err := controller.Connect(c.Context, o)
 	if err != nil {
 		return err

@@ -43,6 +43,9 @@ func setupsCommand() *cli.Command {
 					return err
 				}
 				fmt.Fprintf(c.App.Writer, "# %s (%s), %s\n%s", s.Name, s.Title, s.Source, qdisc.Script(s.Commands(c.String("dev"), c.Int("queues"))))
+				if len(s.Sysctls) > 0 {
+					fmt.Fprintf(c.App.Writer, "# on every host of the run:\n%s", qdisc.Script(s.SysctlOps()))
+				}
 				if p := s.PathCommands("PATHDEV"); p != nil {
 					fmt.Fprintf(c.App.Writer, "# on each of the inventory's path_devices:\n%s", qdisc.Script(p))
 				}

@@ -47,6 +47,8 @@ func testbedCommand() *cli.Command {
 					&cli.StringFlag{Name: "kernel", Usage: "with --vm: boot this linux-image .deb or bzImage instead"},
 					&cli.StringSliceFlag{Name: "module", Usage: "with --vm: load this .ko in each guest at boot (repeatable), e.g. your qdisc"},
 					&cli.IntFlag{Name: "memory", Value: 512, Usage: "with --vm: MiB of memory per guest"},
+					&cli.DurationFlag{Name: "rtt", Usage: "with --vm --router: emulate a path of this round-trip time, netem on both endpoints (half each way), put on and taken off by every run like a setup"},
+					&cli.StringFlag{Name: "loss", Usage: "with --vm --router: netem drops this share of the packets each way on the endpoints, e.g. 0.5%"},
 					&cli.BoolFlag{Name: "router", Usage: "with --vm: a third guest between client and server that forwards; the setups apply to its two devices, and no local sender's TCP small queues shapes its queue"},
 					&cli.StringFlag{Name: "user", Usage: "log in to the lab's hosts as this user, not root (a system user is made when missing; the lab's home becomes its)"},
 					&cli.BoolFlag{Name: "sudo", Usage: "with --user: let the user run the agent as root through sudo without a password (a rule in /etc/sudoers.d for this lab only, removed by testbed down)"},
@@ -59,6 +61,12 @@ func testbedCommand() *cli.Command {
 					for _, f := range []string{"kernel", "module", "memory", "router"} {
 						if c.IsSet(f) {
 							return fmt.Errorf("--%s is for the VM lab: add --vm", f)
+						}
+					}
+					for _, f := range []string{"rtt", "loss"} {
+						if c.IsSet(f) {
+							// This machine's kernel has no netem either (testbed facts).
+							return fmt.Errorf("--%s is for the VM lab with a router (testbed up --vm --router --%s ...): the local lab's two devices are both bottlenecks, so netem there would replace the qdisc under test", f, f)
 						}
 					}
 					lab, err := testbed.Up(c.Context, labOptions(c, ""), c.String("out"))
@@ -118,6 +126,11 @@ func vmUp(c *cli.Context) error {
 			return fmt.Errorf("--%s is for the local lab (the VM lab logs in as root over IPv4)", f)
 		}
 	}
+	for _, f := range []string{"rtt", "loss"} {
+		if c.IsSet(f) && !c.Bool("router") {
+			return fmt.Errorf("--%s needs --router: netem goes on the endpoints behind the router, off the bottleneck (without a router the endpoints' devices are the bottlenecks)", f)
+		}
+	}
 	for _, f := range []string{"queue", "gso"} {
 		if c.IsSet(f) {
 			return fmt.Errorf("--%s is for the local lab; in the VM lab a setup chooses queues and offloads (--setup, inventory setups:)", f)
@@ -128,7 +141,8 @@ func vmUp(c *cli.Context) error {
 		out = "vmlab.yaml"
 	}
 	o := testbed.VMOptions{Rate: c.String("rate"), Queues: c.Int("queues"), Kernel: c.String("kernel"),
-		Modules: c.StringSlice("module"), MemoryMB: c.Int("memory"), Router: c.Bool("router"), Log: c.App.ErrWriter}
+		Modules: c.StringSlice("module"), MemoryMB: c.Int("memory"), Router: c.Bool("router"),
+		RTT: c.Duration("rtt"), Loss: c.String("loss"), Log: c.App.ErrWriter}
 	lab, err := testbed.UpVM(c.Context, o, out)
 	if err != nil {
 		return err

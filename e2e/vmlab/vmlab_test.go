@@ -4,7 +4,9 @@
 // whose two devices the setups apply to) and runs tcp_4down for every built-in setup
 // behind a 10 Mbit/s line, then checks what only a real kernel can show: each setup applied,
 // its statistics moved by the traffic, the AQMs' loaded ping well below
-// pfifo_fast's, a BQL limit_max honoured, and every guest restored after each run.
+// pfifo_fast's, a BQL limit_max honoured, cake shaping the router's ingress on an
+// IFB, and every guest restored after each run. TestVMLabPath then brings up the
+// lab again with a 50 ms path (--rtt).
 //
 // Every setup of the checks runs with BQL's limit_max at four packets, as the seeds'
 // comparisons do: left to itself, BQL on this emulated virtio-net grows to 60-90 KB
@@ -283,6 +285,7 @@ func TestVMLab(t *testing.T) {
 	t.Logf("VM lab checks (tcp_4down, 20 s, line rate %.0f Mbit/s):\n%s", rate/1e6, tab.String())
 
 	mqPfifo(t, invPath, inv, before, out)
+	cakeIngress(t, invPath, inv, before, out)
 }
 
 // mqPfifo is the qdisc setups' check of mq with pfifo children on a link that pushes

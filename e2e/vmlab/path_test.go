@@ -1,0 +1,246 @@
+package vmlab
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+// pathRTT is the lab's emulated round trip (testbed up --rtt).
+const pathRTT = 50.0
+
+// ingressRate is cake's bandwidth on the router's ingress, below the 10 Mbit/s line.
+const ingressRate = 5e6
+
+// TestVMLabPath brings up the router lab with a 50 ms path (netem on both
+// endpoints, put on and taken off by every run) and checks that the idle ping is
+// the path's RTT and that pfifo_fast's queue still dwarfs fq_codel's at that RTT.
+// The delay is 5 s: under software emulation the agents take a second or two to
+// start their jobs, and the ping's first probes then go out late, together.
+func TestVMLabPath(t *testing.T) {
+	e2eutil.NeedRoot(t, "starts QEMU guests on taps and a bridge in a network namespace")
+	dir := t.TempDir()
+	invPath := filepath.Join(dir, "vmlab.yaml")
+	if _, stderr, err := bb(t, 20*time.Minute, "testbed", "image"); err != nil {
+		t.Fatalf("testbed image: %v\n%s", err, stderr)
+	}
+	start := time.Now()
+	_, stderr, err := bb(t, 5*time.Minute, "testbed", "up", "--vm", "--router", "--out", invPath, "--rate", "10mbit", "--rtt", "50ms")
+	if err != nil {
+		t.Fatalf("testbed up --vm --router --rtt 50ms: %v\n%s", err, stderr)
+	}
+	t.Logf("VM lab with a 50 ms path up in %v", time.Since(start).Round(time.Second))
+	inv, err := inventory.Load(invPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { checkDown(t, inv.Testbed) })
+	if inv.Netem == nil || inv.Netem.Delay != "25000us" || len(inv.PathDevices) != 2 {
+		t.Fatalf("testbed up --rtt 50ms wrote netem %+v on %v", inv.Netem, inv.PathDevices)
+	}
+
+	f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "setups:\n")
+	for _, b := range []string{"pfifo_fast", "fq_codel"} {
+		fmt.Fprintf(f, "  %s+bql:\n    extends: %s\n    bql: {limit_max: %d}\n", b, b, bqlLimit)
+	}
+	f.Close()
+
+	before := guestState(t, inv) + pathState(t, inv)
+	out := filepath.Join(dir, "results")
+	runs, files := map[string]*datafile.Run{}, map[string]string{}
+	for _, s := range []string{"pfifo_fast+bql", "fq_codel+bql"} {
+		began := time.Now()
+		stdout, stderr, err := bb(t, 10*time.Minute, "run", "-H", invPath, "-l", "20", "-d", "5", "-o", filepath.Join(out, s), "--setup", s, "tcp_4down")
+		if err != nil {
+			t.Fatalf("run %s: %v\n%s\n%s", s, err, stdout, stderr)
+		}
+		t.Logf("run %s took %v:\n%s", s, time.Since(began).Round(time.Second), stdout)
+		if after := guestState(t, inv) + pathState(t, inv); after != before {
+			t.Errorf("after %s the guests are not as they were:\nbefore:\n%s\nafter:\n%s", s, before, after)
+		}
+		paths, _ := filepath.Glob(filepath.Join(out, s, "*.bb.json.gz"))
+		if len(paths) != 1 {
+			t.Fatalf("%s: data files %v", s, paths)
+		}
+		files[s] = paths[0]
+		if runs[s], err = datafile.Read(paths[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var tab bytes.Buffer
+	w := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "setup\tcheck\tresult\tmeasured")
+	add := func(setup, what string, ok bool, format string, args ...any) {
+		res := "ok"
+		got := fmt.Sprintf(format, args...)
+		if !ok {
+			res = "FAIL"
+			t.Errorf("%s: %s: %s", setup, what, got)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", setup, what, res, got)
+	}
+	for s, r := range runs {
+		p := r.Metadata.Path
+		ok := p != nil && len(p.Devices) == 2 && strings.Contains(p.Netem, "delay 25000us")
+		for _, d := range p.Devices {
+			ok = ok && strings.Contains(string(d.ReadBack), `"kind":"netem"`)
+		}
+		add(s, "path netem applied (kernel's read-back)", ok, "%+v", p)
+	}
+	idle, loaded := map[string]float64{}, map[string]float64{}
+	for s, r := range runs {
+		i, l := pingPhases(r)
+		idle[s], loaded[s] = median(i), median(l)
+	}
+	for s := range runs {
+		add(s, "idle ping is the path's RTT", idle[s] > pathRTT-2 && idle[s] < pathRTT+2, "median %.2f ms (netem %.0f ms)", idle[s], pathRTT)
+	}
+	pf, fq := loaded["pfifo_fast+bql"], loaded["fq_codel+bql"]
+	add("fq_codel+bql", "loaded ping far below pfifo_fast's", fq-pathRTT < (pf-pathRTT)/4, "median %.1f ms vs %.1f ms (path %.0f ms)", fq, pf, pathRTT)
+
+	w.Flush()
+	t.Logf("VM lab path checks (tcp_4down, 20 s, line rate %.0f Mbit/s, path RTT %.0f ms):\n%s", rate/1e6, pathRTT, tab.String())
+}
+
+// cakeIngress is the ingress shaping check, on TestVMLab's lab: cake in ingress mode
+// on an IFB of the router's download side (test1, where the downloads come in from
+// the server), as sqm-scripts sets it up, holds tcp_4down to its bandwidth; after the
+// run the IFB, the ingress qdisc and its filter are gone. The setup applies to both
+// router devices: on test0 its IFB shapes the acknowledgements, far below the rate.
+func cakeIngress(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
+	t.Run("cake-ingress", func(t *testing.T) {
+		f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// cake's ingress keyword counts what it drops against the rate too.
+		fmt.Fprintf(f, "  cake-ingress:\n    title: CAKE ingress %.0fmbit\n    ingress: {root: {kind: cake, params: {bandwidth: %.0fmbit, ingress: \"\", besteffort: \"\"}}}\n", ingressRate/1e6, ingressRate/1e6)
+		f.Close()
+		before += pathState(t, inv)
+		dir := filepath.Join(out, "cake-ingress")
+		stdout, stderr, err := bb(t, 10*time.Minute, "run", "-H", invPath, "--setup", "cake-ingress", "-l", "20", "-d", "2", "-o", dir, "tcp_4down")
+		if err != nil {
+			t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
+		}
+		t.Logf("run cake-ingress:\n%s", stdout)
+		if after := guestState(t, inv) + pathState(t, inv); after != before {
+			t.Errorf("after cake-ingress the guests are not as they were:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.bb.json.gz"))
+		if len(paths) != 1 {
+			t.Fatalf("data files %v", paths)
+		}
+		r, err := datafile.Read(paths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{"cake-ingress": paths[0]}
+		var tab bytes.Buffer
+		w := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "setup\tcheck\tresult\tmeasured")
+		add := func(setup, what string, ok bool, format string, args ...any) {
+			res := "ok"
+			got := fmt.Sprintf(format, args...)
+			if !ok {
+				res = "FAIL"
+				t.Errorf("%s: %s: %s", setup, what, got)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", setup, what, res, got)
+		}
+		sum := streamSum(t, files["cake-ingress"])
+		// TCP payload per 1514-byte frame cake counts at the IFB (timestamps on).
+		want := ingressRate / 1e6 * 1448 / 1514
+		add("cake-ingress", "tcp_4down held to cake's bandwidth", sum > want*0.95 && sum < want*1.05, "sum median %.2f Mbit/s, payload at %.0f Mbit/s %.2f", sum, ingressRate/1e6, want)
+		pk := counterSum(r, "router:ifb4test1", ".sent_packets")
+		add("cake-ingress", "cake on the IFB carried the downloads", pk > 1000, "%.0f packets sent by its tins", pk)
+		rb := ""
+		for _, d := range r.Metadata.Setup.Devices {
+			rb += string(d.ReadBack)
+		}
+		add("cake-ingress", "IFB, ingress and filter applied", strings.Contains(rb, `"ifb":{"name":"ifb4test1"`) && strings.Contains(rb, "mirred"), "read back of %d devices", len(r.Metadata.Setup.Devices))
+		gone := true
+		for _, bn := range inv.Bottleneck {
+			out := guestSSH(t, inv, bn.Host, fmt.Sprintf("ip -o link show dev ifb4%[1]s 2>&1; tc qdisc show dev %[1]s ingress; tc filter show dev %[1]s ingress 2>&1", bn.Dev))
+			if !strings.Contains(out, "does not exist") || strings.Contains(out, "ingress ffff:") || strings.Contains(out, "mirred") {
+				gone = false
+				t.Logf("%s:%s after the run:\n%s", bn.Host, bn.Dev, out)
+			}
+		}
+		add("cake-ingress", "IFB, ingress qdisc and filter gone after", gone, "on %d devices", len(inv.Bottleneck))
+		w.Flush()
+		t.Logf("VM lab ingress checks (tcp_4down, 20 s, line rate %.0f Mbit/s):\n%s", rate/1e6, tab.String())
+	})
+}
+
+// pathState is the qdiscs of the path devices and the IFB devices of every guest.
+func pathState(t *testing.T, inv *inventory.Inventory) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range inv.PathDevices {
+		fmt.Fprintf(&b, "%s:%s:\n%s", p.Host, p.Dev, guestSSH(t, inv, p.Host, "tc qdisc show dev "+p.Dev))
+	}
+	for _, h := range slices.Sorted(maps.Keys(inv.Hosts)) {
+		fmt.Fprintf(&b, "%s ifbs: %s", h, guestSSH(t, inv, h, "ip -o link show type ifb | cut -d: -f2 | sort"))
+	}
+	return b.String()
+}
+
+// pingPhases splits the ICMP samples into the idle lead-in and the loaded part.
+func pingPhases(r *datafile.Run) (idle, loaded []float64) {
+	from, to := r.Metadata.T0+r.Metadata.Delay, r.Metadata.T0+r.Metadata.Delay+r.Metadata.Length
+	for _, p := range r.Samples["Ping (ms) ICMP"] {
+		switch {
+		case p.Lost:
+		case p.T < from:
+			idle = append(idle, p.V)
+		case p.T <= to:
+			loaded = append(loaded, p.V)
+		}
+	}
+	return idle, loaded
+}
+
+// streamSum is the summary's "TCP download sum" median, Mbit/s: the number a user
+// reads.
+func streamSum(t *testing.T, file string) float64 {
+	t.Helper()
+	stdout, stderr, err := bb(t, time.Minute, "summary", "--format", "json", file)
+	if err != nil {
+		t.Fatalf("summary %s: %v\n%s", file, err, stderr)
+	}
+	var sum struct {
+		Runs []struct {
+			Rows []struct {
+				Name   string  `json:"name"`
+				Median float64 `json:"median"`
+			} `json:"rows"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || len(sum.Runs) != 1 {
+		t.Fatalf("summary %s: %v\n%s", file, err, stdout)
+	}
+	for _, r := range sum.Runs[0].Rows {
+		if r.Name == "TCP download sum" {
+			return r.Median
+		}
+	}
+	t.Fatalf("summary %s has no TCP download sum row:\n%s", file, stdout)
+	return 0
+}
