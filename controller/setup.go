@@ -312,8 +312,16 @@ func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobS
 	}
 	for _, h := range hosts {
 		ep := endpointOf(eps, h)
+		var ifbs []string
+		if o.Setup != nil && o.Setup.Ingress != nil {
+			for _, b := range o.Inventory.Bottleneck {
+				if b.Host == h {
+					ifbs = append(ifbs, qdisc.IFBName(b.Dev))
+				}
+			}
+		}
 		if _, err := jobs.start(ctx, ep, agent.Request{Op: agent.OpQdisc, Job: "qdisc",
-			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step, Start: agentTime(ep, t0)}}, false); err != nil {
+			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step, Start: agentTime(ep, t0), NoBQL: ifbs}}, false); err != nil {
 			return err
 		}
 	}

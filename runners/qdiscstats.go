@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ type QdiscSpec struct {
 	// Start is when the first sample is taken, Unix seconds on this host's clock
 	// (the run's t0); 0 = at once.
 	Start float64 `json:"start,omitempty"`
+	// NoBQL are devices whose byte_queue_limits are not read: an IFB has the
+	// files, but its driver never accounts to them, so they would only be zeros.
+	NoBQL []string `json:"no_bql,omitempty"`
 }
 
 // QdiscSeries and BQLSeries name the sampled series.
@@ -70,6 +74,9 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, emit Emit) error {
 			}
 			for _, k := range qdisc.SortedKeys(stats) {
 				emit(QdiscSeries(spec.Host, dev, k), datafile.Sample{T: now, V: stats[k]})
+			}
+			if slices.Contains(spec.NoBQL, dev) {
+				continue
 			}
 			queues, _ := filepath.Glob(filepath.Join("/sys/class/net", dev, "queues", "tx-*", "byte_queue_limits"))
 			for _, q := range queues {
