@@ -3,6 +3,7 @@ package flentfile
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -87,16 +88,20 @@ func TestFlentSummarisesOurExport(t *testing.T) {
 	}
 }
 
+// cutArgs is flent's option for a cut.
+func cutArgs(cut *[2]float64) []string {
+	if cut == nil {
+		return nil
+	}
+	return []string{"--data-cutoff", fmt.Sprintf("%g,%g", cut[0], cut[1])}
+}
+
 // sameAsFlent holds our summary of run to flent's of the file at path, with the same
 // cut: every row flent prints, avg, median and 99th percentile to flent's 0.01 (any
 // value where flent prints N/A), and the count.
 func sameAsFlent(t *testing.T, path string, run *datafile.Run, cut *[2]float64) {
 	t.Helper()
-	var args []string
-	if cut != nil {
-		args = []string{"--data-cutoff", fmt.Sprintf("%g,%g", cut[0], cut[1])}
-	}
-	theirs, out, err := flentsummary.Run(path, args...)
+	theirs, out, err := flentsummary.Run(path, cutArgs(cut)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +177,7 @@ func TestFlentGridOnlySeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cut := range []*[2]float64{nil, {1, 3}, {0.6, -1}, {0, 0}, {0.1, 2.9}} {
-		t.Run(fmt.Sprint(cut), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+		t.Run(fmt.Sprint(cutArgs(cut)), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
 	}
 }
 
@@ -207,6 +212,64 @@ func TestFlentPlotsOurExport(t *testing.T) {
 			if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || bytes.Contains(out, []byte("Traceback")) {
 				t.Errorf("flent %v drew no PNG (%v):\n%s", args, err, out)
 			}
+		}
+	}
+}
+
+// Our sum and average over the flows are flent's: with them taken out of an export,
+// flent computes them itself as it loads the file (SumRunner and AverageRunner over
+// the flows present at each grid point), and its numbers are still ours (it prints
+// N/A for their median and 99th percentile, which we print).
+func TestFlentComputesOurSumAndAverage(t *testing.T) {
+	dir := t.TempDir()
+	for _, run := range []*datafile.Run{labRun("tcp_4down", "download", 4), labRun("tcp_nup", "upload", 3)} {
+		path, err := Export(run, filepath.Join(dir, run.Metadata.Test+Ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f map[string]any
+		if err := json.NewDecoder(zr).Decode(&f); err != nil {
+			t.Fatal(err)
+		}
+		dir := run.Series[1].Direction
+		for _, key := range []string{"results", "raw_values"} {
+			delete(f[key].(map[string]any), "TCP "+dir+" sum")
+			delete(f[key].(map[string]any), "TCP "+dir+" avg")
+		}
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		if err := json.NewEncoder(zw).Encode(f); err != nil {
+			t.Fatal(err)
+		}
+		zw.Close()
+		if err := os.WriteFile(path, gz.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range []*[2]float64{nil, {2.1, 9.9}} {
+			t.Run(fmt.Sprint(run.Metadata.Test, " ", cutArgs(cut)), func(t *testing.T) {
+				theirs, out, err := flentsummary.Run(path, cutArgs(cut)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ours := map[string]report.Row{}
+				for _, r := range report.SummarizeWith(run, report.Options{Cut: cut}).Rows {
+					ours[r.Name] = r
+				}
+				for _, name := range []string{"TCP " + dir + " sum", "TCP " + dir + " avg"} {
+					f, o := theirs[name], ours[name]
+					if !math.IsNaN(f.Median) || math.Abs(o.Avg-f.Avg) > 0.005+1e-9 || o.Points != f.Points {
+						t.Errorf("%s: flent computes avg %.2f over %d points (median %v), we %.4f over %d\n%s", name, f.Avg, f.Points, f.Median, o.Avg, o.Points, out)
+					}
+				}
+			})
 		}
 	}
 }
