@@ -295,3 +295,20 @@ func TestInGrid(t *testing.T) {
 		}
 	}
 }
+
+// The heading says the cut as given, an END of 0 or less as time before the end.
+func TestHeadingCut(t *testing.T) {
+	for _, tc := range []struct {
+		cut  [2]float64
+		want string
+	}{
+		{[2]float64{3, 8}, " from 3s to 8s:"},
+		{[2]float64{5, -5}, " from 5s to 5s before the end:"},
+		{[2]float64{0, 0}, " from 0s to the end:"},
+	} {
+		cut := tc.cut
+		if got := heading(Summary{Test: "tcp_4down", Title: "x", Cut: &cut}); got != "Summary of tcp_4down run 'x'"+tc.want {
+			t.Errorf("cut %v: %q", tc.cut, got)
+		}
+	}
+}
