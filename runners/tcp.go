@@ -60,8 +60,14 @@ const (
 	// senderGrace bounds how long a server keeps sending after the planned end, should
 	// the client never close.
 	senderGrace = 10 * time.Second
-	// connectAhead is how long before their start time the streams connect.
+	// connectAhead is how long before their start time the streams connect, plus
+	// connectEach per stream past the first wave of dialing.
 	connectAhead = 2 * time.Second
+	connectEach  = 2 * time.Millisecond
+	// dialing bounds the connections in progress at once: a listener's accept queue
+	// is 128 connections on kernels before 5.4 (net.core.somaxconn), and a SYN it
+	// drops is tried again only after a second, then three.
+	dialing = 64
 )
 
 // Listener is the server side of the TCP streams: it accepts connections that present
@@ -111,6 +117,9 @@ func (l *Listener) Serve(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if errors.Is(err, syscall.EMFILE) {
+				err = fmt.Errorf("%w (%s)", err, fileLimit())
 			}
 			return fmt.Errorf("accept TCP stream: %w", err)
 		}
@@ -185,16 +194,23 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 	// Connecting takes milliseconds on an idle link; the server waits for the go
 	// byte 2*helloTimeout at most, whatever the run's delay.
 	start := startTime(spec.Start)
-	if sleepUntil(ctx, start.Add(-connectAhead)) != nil {
+	if err := checkFileLimit(len(spec.Flows)); err != nil {
+		return err
+	}
+	ahead := connectAhead + time.Duration(max(0, len(spec.Flows)-dialing))*connectEach
+	if sleepUntil(ctx, start.Add(-ahead)) != nil {
 		return nil
 	}
 	conns := make([]*net.TCPConn, len(spec.Flows))
 	errs := make([]error, len(spec.Flows))
 	var wg sync.WaitGroup
+	inProgress := newGate(dialing)
 	for i, f := range spec.Flows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			inProgress.acquire()
+			defer inProgress.release()
 			if conns[i], errs[i] = connectFlow(ctx, spec, f); errs[i] != nil {
 				errs[i] = fmt.Errorf("%s: %w", f.Name, errs[i])
 			}
@@ -296,6 +312,30 @@ func receive(c *net.TCPConn, series string, meters *sampler) error {
 	err := discard(c, m)
 	meters.stop(m, time.Now())
 	return err
+}
+
+// checkFileLimit refuses streams the process could not open: each is a file
+// descriptor. Go raises the soft limit to the hard one at start; a host whose hard
+// limit is low (1024 on some) must raise it.
+func checkFileLimit(streams int) error {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return nil // the kernel will say so at the stream that fails
+	}
+	// The agent's own files (SSH pipes, sockets for ping, tc) besides the streams.
+	if need := uint64(streams) + 64; lim.Cur < need {
+		return fmt.Errorf("%d streams need about %d open files, and %s", streams, need, fileLimit())
+	}
+	return nil
+}
+
+// fileLimit says what the open-file limit is and how to raise it.
+func fileLimit() string {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return "the open-file limit is unknown"
+	}
+	return fmt.Sprintf("this host's open-file limit is %d (hard %d): raise it for the login, e.g. LimitNOFILE in sshd's systemd unit or nofile in /etc/security/limits.conf", lim.Cur, lim.Max)
 }
 
 // setCongestion sets TCP_CONGESTION on a socket.
