@@ -336,6 +336,12 @@ func connectAll(ctx context.Context, o Options) (*Session, []error) {
 			s.eps = append(s.eps, &endpoint{role: "bottleneck", host: inv.Hosts[b.Host]})
 		}
 	}
+	// A host that only carries path emulation (netem on a router's far side).
+	for _, p := range inv.PathDevices {
+		if endpointOf(s.eps, p.Host) == nil {
+			s.eps = append(s.eps, &endpoint{role: "path", host: inv.Hosts[p.Host]})
+		}
+	}
 	errs := make([]error, len(s.eps))
 	var wg sync.WaitGroup
 	for i, ep := range s.eps {

@@ -138,3 +138,45 @@ func TestMissingQdiscFailsBeforeTraffic(t *testing.T) {
 		t.Errorf("the host was changed:\n%s\nvs\n%s", before, after)
 	}
 }
+
+// Ingress shaping through the whole run path on real veth and a real IFB: htb on
+// the client's IFB holds the downloads to its rate, the IFB's qdisc is sampled, and
+// after the run the IFB, the ingress qdisc and its redirect are gone from both ends.
+func TestIngressShapingOnTheLocalLab(t *testing.T) {
+	invPath, inv := lab(t, "--gso", "off")
+	appendSetups(t, invPath, "setups:\n  ingress-50: {title: \"50 Mbit/s ingress\", ingress: {rate: 50mbit, root: {kind: bfifo, params: {limit: \"150000\"}}}}\n")
+	before := labState(t, inv)
+	out := t.TempDir()
+	r := bbEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, "run", "-H", invPath, "--setup", "ingress-50", "-l", "12", "-d", "1", "-o", out, "--format", "json", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	if after := labState(t, inv); after != before {
+		t.Errorf("not restored:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	for _, role := range []string{"client", "server"} {
+		got, err := exec.Command("ip", "netns", "exec", inv.Testbed+"-"+role, "sh", "-c", "ip -o link show type ifb; tc qdisc show dev test0 ingress; tc filter show dev test0 ingress").CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(got)) > 0 {
+			t.Errorf("%s after the run: %v\n%s", role, err, got)
+		}
+	}
+	rows := parseSummary(t, r.stdout)
+	want := 50 * 1448.0 / 1514
+	sum := rows["TCP download sum"]
+	t.Logf("TCP download sum median %.2f Mbit/s through htb 50mbit on the IFB (payload rate %.2f)", sum, want)
+	if sum < want*0.95 || sum > want*1.05 {
+		t.Errorf("TCP download sum median %.2f Mbit/s is not within 5%% of %.2f", sum, want)
+	}
+	if _, ok := rows["Qdisc client:ifb4test0 backlog"]; !ok {
+		t.Errorf("no row for the IFB's qdisc: %v", rows)
+	}
+	for name := range rows {
+		if strings.HasPrefix(name, "BQL") && strings.Contains(name, "ifb4") {
+			t.Errorf("a BQL row for an IFB: %s", name)
+		}
+	}
+	run := dataFile(t, out)
+	if s := run.Metadata.Setup; s == nil || len(s.Devices) != 2 || !strings.Contains(strings.Join(s.Devices[0].Commands, "\n"), "mirred egress redirect dev ifb4test0") {
+		t.Errorf("setup record %+v", run.Metadata.Setup)
+	}
+}
