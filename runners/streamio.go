@@ -55,15 +55,16 @@ var zeros = make([]byte, chunk)
 // send writes until the connection fails, is closed or passes its write deadline:
 // that is how a stream ends.
 func send(c *net.TCPConn) {
+	defer inKernel.stream()()
 	if src, err := zeroSource(); err == nil {
 		if sendFile(c, src) == nil {
 			return
 		}
 	}
 	for {
-		inKernel.acquire()
+		held := inKernel.enter()
 		_, err := c.Write(zeros)
-		inKernel.release()
+		inKernel.leave(held)
 		if err != nil {
 			return
 		}
@@ -88,9 +89,9 @@ func sendFile(c *net.TCPConn, src *os.File) error {
 			// Each call starts at offset 0 of the file: the bytes are all zeros and
 			// where a partial send stopped does not matter.
 			var off int64
-			inKernel.acquire()
+			held := inKernel.enter()
 			n, err := linux.Sendfile(int(fd), in, &off, chunk)
-			inKernel.release()
+			inKernel.leave(held)
 			switch {
 			case err == linux.EAGAIN:
 				return false // wait until the socket takes more
@@ -120,13 +121,14 @@ func discard(c *net.TCPConn, m *meter) error {
 	if err != nil {
 		return fmt.Errorf("receive: %w", err)
 	}
+	defer inKernel.stream()()
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
 		for {
 			// No buffer: with MSG_TRUNC TCP frees what it would have copied.
-			inKernel.acquire()
+			held := inKernel.enter()
 			n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, 0, chunk, linux.MSG_TRUNC, 0, 0)
-			inKernel.release()
+			inKernel.leave(held)
 			switch {
 			case e == linux.EAGAIN:
 				return false
@@ -157,9 +159,41 @@ func discard(c *net.TCPConn, m *meter) error {
 // Go's run queue, and the tc it reads got little CPU. The server's qdisc series
 // missed 68-72% of their grid with 1024 streams; bounded, none. Streams past the
 // bound wait parked in Go. Bounded to the processors alone it cost 4 streams a fifth
-// of their throughput on 2 cores (a core sat idle while a sender waited on a socket
-// lock), so the bound is a few streams per processor.
-var inKernel = newGate(4 * runtime.GOMAXPROCS(0))
+// of their throughput on 2 cores, so the bound is a few streams per processor, and
+// it only counts once the streams outnumber it.
+var inKernel = newKernelGate(4 * runtime.GOMAXPROCS(0))
+
+// kernelGate lets every stream through while there are no more streams than slots:
+// then it costs an atomic load, not a channel's lock, per system call.
+type kernelGate struct {
+	slots  chan struct{}
+	active atomic.Int64 // streams moving bytes
+}
+
+func newKernelGate(n int) *kernelGate { return &kernelGate{slots: make(chan struct{}, max(n, 1))} }
+
+// stream counts a stream in for as long as it moves bytes; call the result when it
+// stops.
+func (g *kernelGate) stream() (done func()) {
+	g.active.Add(1)
+	return func() { g.active.Add(-1) }
+}
+
+// enter waits for a slot when streams outnumber the slots; held says whether it took
+// one, for leave.
+func (g *kernelGate) enter() (held bool) {
+	if g.active.Load() <= int64(cap(g.slots)) {
+		return false
+	}
+	g.slots <- struct{}{}
+	return true
+}
+
+func (g *kernelGate) leave(held bool) {
+	if held {
+		<-g.slots
+	}
+}
 
 // gate is a counting semaphore.
 type gate chan struct{}

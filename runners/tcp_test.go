@@ -119,3 +119,24 @@ func TestStreamsOverLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestKernelGateOnlyBeyondItsSlots(t *testing.T) {
+	g := newKernelGate(2)
+	done := []func(){g.stream(), g.stream()}
+	if g.enter() {
+		t.Error("2 streams and 2 slots: a slot taken")
+	}
+	done = append(done, g.stream())
+	a, b := g.enter(), g.enter()
+	if !a || !b || len(g.slots) != 2 {
+		t.Errorf("3 streams and 2 slots: entered %v %v, %d slots taken", a, b, len(g.slots))
+	}
+	g.leave(a)
+	g.leave(b)
+	for _, d := range done {
+		d()
+	}
+	if len(g.slots) != 0 || g.active.Load() != 0 || g.enter() {
+		t.Errorf("all left: %d slots, %d streams", len(g.slots), g.active.Load())
+	}
+}
