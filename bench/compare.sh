@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Measures bloatbench against the reference tools, side by side in one run on a
-# local lab (network namespaces on this machine), and prints ratios:
+# Measures bloatbench against the reference tools, side by side in one run on local
+# labs (network namespaces on this machine), and prints ratios:
 #   - TCP throughput and CPU: bloatbench tcp_4down vs iperf3 -P 4 -R (both download,
 #     4 streams, unshaped veth, so both are bound by CPU: throughput per CPU second
-#     says how much of the machine each tool's own work takes);
-#   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, run at the same time.
-# Usage: bash bench/compare.sh [SECONDS] [ROUNDS]   (as root; make bench builds first)
+#     says how much of the machine each tool's own work takes), rounds alternating;
+#   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
+#     samples) against the default step;
+#   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, at the same time;
+#   - loaded ICMP RTT: the same through a shaped lab (htb 100mbit, bfifo 300000, GSO
+#     off) while tcp_4down runs, over the streams' time;
+#   - overhead: a ping-only run's wall time against its length + 2 x delay, and against
+#     flent's own `ping` test of the same length (when flent is installed);
+#   - scale: tcp_ndown with 1024 streams: peak RSS of the controller and of each agent,
+#     the data file's size, how long `summary` takes on it, and how many series miss
+#     more than 5% of their grid.
+# Usage: bash bench/compare.sh [SECONDS] [ROUNDS] [SCALE_SECONDS]
+#   (as root; make bench builds first; defaults 10 s, 3 rounds, 60 s for the scale run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${2:-3}
+scale_secs=${3:-60}
 bb=./bloatbench
 [ -x "$bb" ] || go build -o "$bb" ./cmd/bloatbench
 work=$(mktemp -d)
-inv="$work/lab.yaml"
-cleanup() { "$bb" testbed down -H "$inv" >/dev/null 2>&1 || true; rm -rf "$work"; }
+inv="$work/lab.yaml" shaped="$work/shaped.yaml"
+cleanup() {
+  "$bb" testbed down -H "$shaped" >/dev/null 2>&1 || true
+  "$bb" testbed down -H "$inv" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 "$bb" testbed up --out "$inv" >/dev/null
 lab=$(sed -n 's/^testbed: //p' "$inv")
@@ -23,14 +38,20 @@ server_ip=$(ip -n "$sns" -4 -o addr show dev test0 | awk '{print $4}' | cut -d/ 
 
 # busy CPU seconds of the whole machine, from /proc/stat (user+nice+system+irq+softirq)
 cpu() { awk '/^cpu /{printf "%.3f\n", ($2+$3+$4+$7+$8)/100}' /proc/stat; }
+now() { date +%s.%N; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+# the data file a run wrote, from its log
+datafile() { sed -n 's/^data file: //p' "$1" | tail -1; }
+sum_row() { json "[r['median'] for r in d['runs'][0]['rows'] if r['name']=='TCP download sum'][0]"; }
+
+# run LOG ARGS...: a bloatbench run, its log kept, its JSON summary on stdout
+run() { local log=$1; shift; "$bb" run -o "$work/res" --format json "$@" 2>"$log"; }
 
 echo "round,tool,mbits,cpu_seconds" > "$work/tput.csv"
 for r in $(seq "$rounds"); do
   c0=$(cpu)
-  out=$("$bb" run -H "$inv" -l "$secs" -d 0 -o "$work/res" --format json tcp_4down 2>/dev/null)
+  mb=$(run "$work/tcp.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
   c1=$(cpu)
-  mb=$(echo "$out" | json "[r['median'] for r in d['runs'][0]['rows'] if r['name']=='TCP download sum'][0]")
   echo "$r,bloatbench,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')" >> "$work/tput.csv"
 
   ip netns exec "$sns" iperf3 -s -1 >/dev/null 2>&1 &
@@ -41,36 +62,147 @@ for r in $(seq "$rounds"); do
   wait
   mb=$(echo "$out" | json "d['end']['sum_received']['bits_per_second']/1e6")
   echo "$r,iperf3,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')" >> "$work/tput.csv"
+
+  mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
+  echo "$r,step0.05,$mb," >> "$work/tput.csv"
 done
 
-# Idle ping: both probe every 200 ms at the same time for the same span.
-n=$((secs * 5))
-ip netns exec "$cns" fping -D -p 200 -c "$n" "$server_ip" > "$work/fping.txt" 2>&1 &
-out=$("$bb" run -H "$inv" -l "$secs" -d 0 -o "$work/res" --format json --te download_streams=0 tcp_ndown 2>/dev/null)
-wait
-ours=$(echo "$out" | json "[r['median'] for r in d['runs'][0]['rows'] if r['name']=='Ping (ms) ICMP'][0]")
-theirs=$(python3 - "$work/fping.txt" <<'PY'
-import re, statistics, sys
-v = [float(m.group(1)) for m in re.finditer(r"\[\d+\], \d+ bytes, ([0-9.]+) ms", open(sys.argv[1]).read())]
-print(statistics.median(v))
-PY
-)
+# Idle ping: both probe every 200 ms at the same time; the run is ping only, with a
+# delay, and its wall time is the overhead's measure.
+n=$(((secs + 4) * 5))
+ip netns exec "$cns" fping -D -p 200 -c "$n" "$server_ip" > "$work/fping-idle.txt" 2>&1 &
+t0=$(now)
+run "$work/idle.log" -H "$inv" -l "$secs" -d 1 --te download_streams=0 tcp_ndown >/dev/null
+t1=$(now)
+wait || true # fping's status counts lost probes
+idle_file=$(datafile "$work/idle.log")
+ours_wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')
+ours_nominal=$((secs + 2))
+t0=$(now)
+run "$work/idle0.log" -H "$inv" -l "$secs" -d 0 --te download_streams=0 tcp_ndown >/dev/null
+t1=$(now)
+ours_wall0=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')
+flent_wall=""
+if command -v flent >/dev/null; then
+  t0=$(now)
+  (cd "$work" && ip netns exec "$cns" flent ping -H "$server_ip" -l "$secs" -D "$work" >/dev/null 2>&1) || true
+  t1=$(now)
+  ls "$work"/ping-*.flent.gz >/dev/null 2>&1 && flent_wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')
+fi
 
-python3 - "$work/tput.csv" "$ours" "$theirs" "$secs" "$rounds" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-ours_ping, fping, secs, rounds = float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-def med(tool, f):
-    return statistics.median(f(r) for r in rows if r["tool"] == tool)
-bm, im = med("bloatbench", lambda r: float(r["mbits"])), med("iperf3", lambda r: float(r["mbits"]))
-bc, ic = med("bloatbench", lambda r: float(r["cpu_seconds"])), med("iperf3", lambda r: float(r["cpu_seconds"]))
+# Loaded ping, through a shaped lab: fping alongside from before the run to after it.
+"$bb" testbed up --out "$shaped" --rate 100mbit --queue bfifo:300000 --gso off >/dev/null
+slab=$(sed -n 's/^testbed: //p' "$shaped")
+sserver_ip=$(ip -n "$slab-server" -4 -o addr show dev test0 | awk '{print $4}' | cut -d/ -f1)
+n=$(((secs + 8) * 5))
+ip netns exec "$slab-client" fping -D -p 200 -c "$n" "$sserver_ip" > "$work/fping-loaded.txt" 2>&1 &
+run "$work/loaded.log" -H "$shaped" -l "$secs" -d 2 tcp_4down >/dev/null
+wait || true
+loaded_file=$(datafile "$work/loaded.log")
+"$bb" testbed down -H "$shaped" >/dev/null
+
+# Scale: 1024 streams, with every agent of this lab watched for its peak RSS.
+hwm="$work/hwm.txt"
+(
+  declare -A peak
+  trap 'for p in "${!peak[@]}"; do echo "$p ${peak[$p]}"; done > "$hwm"; exit 0' TERM
+  while true; do
+    for d in /proc/[0-9]*; do
+      c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+      case "$c" in *"/labs/$lab/"*" agent"*) ;; *) continue ;; esac
+      case "$(cat "$d/comm" 2>/dev/null)" in agent-*) ;; *) continue ;; esac
+      h=$(awk '/^VmHWM/{print $2}' "$d/status" 2>/dev/null) || continue
+      [ -n "$h" ] && [ "${peak[${d#/proc/}]:-0}" -lt "$h" ] && peak[${d#/proc/}]=$h
+    done
+    sleep 0.5
+  done 2>/dev/null
+) &
+watcher=$!
+/usr/bin/time -f "%M" -o "$work/controller-rss.txt" \
+  "$bb" run -H "$inv" -l "$scale_secs" -d 1 -o "$work/res" --te download_streams=1024 tcp_ndown >/dev/null 2>"$work/scale.log"
+kill "$watcher"; wait "$watcher" || true
+scale_file=$(datafile "$work/scale.log")
+"$bb" summary "$scale_file" > "$work/scale-summary.txt"
+for i in 1 2 3; do
+  t0=$(now); "$bb" summary "$scale_file" >/dev/null; t1=$(now)
+  awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}'
+done > "$work/summary-times.txt"
+
+python3 - "$work" "$secs" "$rounds" "$scale_secs" "$idle_file" "$loaded_file" "$scale_file" \
+  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" <<'PY'
+import csv, gzip, json, os, re, statistics, sys
+work, secs, rounds, scale_secs = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+idle_file, loaded_file, scale_file = sys.argv[5:8]
+ours_wall, ours_nominal, ours_wall0 = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10])
+flent_wall = float(sys.argv[11]) if sys.argv[11] else None
+
+rows = list(csv.DictReader(open(os.path.join(work, "tput.csv"))))
+def med(tool, key):
+    return statistics.median(float(r[key]) for r in rows if r["tool"] == tool)
+bm, im, fm = med("bloatbench", "mbits"), med("iperf3", "mbits"), med("step0.05", "mbits")
+bc, ic = med("bloatbench", "cpu_seconds"), med("iperf3", "cpu_seconds")
 # Throughput per busy CPU second: the tools' efficiency when the CPU is the limit.
-be, ie = bm * float(secs) / bc, im * float(secs) / ic
-print(f"bloatbench vs reference tools, local lab, {secs} s per run, median of {rounds} rounds\n")
+be, ie = bm * secs / bc, im * secs / ic
+
+def run_of(path):
+    """header and ping samples of a data file"""
+    head, ping = None, []
+    for line in gzip.open(path, "rt"):
+        r = json.loads(line)
+        if r["type"] == "header":
+            head = r["metadata"]
+        elif r["type"] == "samples" and r["name"].startswith("Ping (ms) ICMP"):
+            ping += [(s["t"], s["v"]) for s in r["samples"] if not s.get("lost")]
+    return head, ping
+
+def fping_of(path):
+    v = []
+    for m in re.finditer(r"^\[(\d+\.\d+)\] .*?\[\d+\], \d+ bytes, ([0-9.]+) ms", open(path).read(), re.M):
+        v.append((float(m.group(1)), float(m.group(2))))
+    return v
+
+# idle: every reply of each, both over the same span
+_, ping = run_of(idle_file)
+ours_idle = statistics.median(v for _, v in ping)
+fping_idle = statistics.median(v for _, v in fping_of(os.path.join(work, "fping-idle.txt")))
+# loaded: the streams' time, past its first second (slow start), for both
+head, ping = run_of(loaded_file)
+a = head["t0"] + head["delay"] + 1
+b = head["t0"] + head["delay"] + head["length"]
+ours_loaded = [v for t, v in ping if a <= t <= b]
+fping_loaded = [v for t, v in fping_of(os.path.join(work, "fping-loaded.txt")) if a <= t <= b]
+
+rss_controller = int(open(os.path.join(work, "controller-rss.txt")).read().split()[-1]) / 1024
+agents = [int(l.split()[1]) / 1024 for l in open(os.path.join(work, "hwm.txt")) if l.strip()]
+size = os.path.getsize(scale_file) / 1e6
+sum_time = statistics.median(float(x) for x in open(os.path.join(work, "summary-times.txt")))
+summary = open(os.path.join(work, "scale-summary.txt")).read()
+streams = len(re.findall(r"^ TCP download::\d+ ", summary, re.M))
+missing = re.findall(r"Warning: (.*?) has \d+ of its \d+ grid points", summary)
+more = re.search(r"Warning: and (\d+) more series miss", summary)
+n_missing = len(missing) + (int(more.group(1)) if more else 0)
+
+print(f"bloatbench vs reference tools, local lab, {secs:g} s per run, median of {rounds} rounds; scale run {scale_secs} s\n")
 print("| measure | bloatbench | reference | ratio (bloatbench / reference) |")
 print("|---|---:|---:|---:|")
 print(f"| TCP 4 streams down, Mbit/s (iperf3 -P 4 -R) | {bm:.0f} | {im:.0f} | {bm/im:.2f} |")
 print(f"| CPU busy during the run, core-seconds | {bc:.1f} | {ic:.1f} | {bc/ic:.2f} |")
 print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
-print(f"| idle ICMP RTT median, ms (fping -p 200) | {ours_ping:.3f} | {fping:.3f} | {ours_ping/fping:.2f} |")
+print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2) | {fm:.0f} | {bm:.0f} | {fm/bm:.2f} |")
+print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
+if ours_loaded and fping_loaded:
+    ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)
+    print(f"| loaded ICMP RTT median, ms (htb 100mbit, bfifo 300000; fping alongside) | {ol:.2f} | {fl:.2f} | {ol/fl:.2f} |")
+    om, fx = max(ours_loaded), max(fping_loaded)
+    print(f"| loaded ICMP RTT max, ms (bound: 24 ms of queue + idle RTT) | {om:.2f} | {fx:.2f} | {om/fx:.2f} |")
+print(f"| wall time of a {secs:g} s run with 1 s delay, s (vs length + 2 x delay) | {ours_wall:.2f} | {ours_nominal:.0f} | {ours_wall/ours_nominal:.2f} |")
+print(f"| its overhead beyond length + 2 x delay, s (limit 1) | {ours_wall-ours_nominal:.2f} | 1 | {ours_wall-ours_nominal:.2f} |")
+if flent_wall:
+    print(f"| wall time of a {secs:g} s ping-only run, s (flent ping -l {secs:g}) | {ours_wall0:.2f} | {flent_wall:.2f} | {ours_wall0/flent_wall:.2f} |")
+print(f"| 1024 streams: controller peak RSS, MB (limit 256) | {rss_controller:.0f} | 256 | {rss_controller/256:.2f} |")
+for i, a in enumerate(sorted(agents, reverse=True)):
+    print(f"| 1024 streams: agent {i+1} peak RSS, MB (limit 512) | {a:.0f} | 512 | {a/512:.2f} |")
+print(f"| 1024 streams: data file, MB (limit 20) | {size:.1f} | 20 | {size/20:.2f} |")
+print(f"| 1024 streams: `summary` of the file, s (limit 1) | {sum_time:.2f} | 1 | {sum_time:.2f} |")
+print(f"| 1024 streams: streams in the summary; series missing > 5% of their grid | {streams}; {n_missing} | 1024; 0 | |")
 PY
