@@ -133,13 +133,11 @@ func TestVMLabPath(t *testing.T) {
 	for s, r := range runs {
 		p := r.Metadata.Path
 		ok := p != nil && len(p.Devices) == 2 && strings.Contains(p.Netem, "delay 25000us")
-		for _, d := range p.Devices {
-			ok = ok && strings.Contains(string(d.ReadBack), `"kind":"netem"`)
-		}
 		words, on := "", []string{}
 		if p != nil {
 			words = p.Netem
 			for _, d := range p.Devices {
+				ok = ok && strings.Contains(string(d.ReadBack), `"kind":"netem"`)
 				on = append(on, d.Host+":"+d.Dev)
 			}
 		}
