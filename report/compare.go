@@ -95,11 +95,15 @@ func jain(s Summary) float64 {
 
 // bottleneckSum adds the averages of every bottleneck row ending in suffix (one per
 // device); NaN when the run recorded none.
-func bottleneckSum(suffix string) func(Summary) float64 {
+func bottleneckSum(suffix string) func(Summary) float64 { return rowsSum("Qdisc ", suffix) }
+
+// rowsSum adds the averages of every row named prefix...suffix; NaN when the run
+// has none.
+func rowsSum(prefix, suffix string) func(Summary) float64 {
 	return func(s Summary) float64 {
 		sum, found := 0.0, false
 		for _, r := range s.Rows {
-			if strings.HasPrefix(r.Name, "Qdisc ") && strings.HasSuffix(r.Name, suffix) && !math.IsNaN(r.Avg) {
+			if strings.HasPrefix(r.Name, prefix) && strings.HasSuffix(r.Name, suffix) && !math.IsNaN(r.Avg) {
 				sum += r.Avg
 				found = true
 			}
@@ -135,7 +139,10 @@ func AllMetrics() []Metric {
 		// Fairness differences live in the third and fourth decimal.
 		Metric{"Jain's fairness", "", 4, jain},
 		Metric{"Drops", "pkts/s", 2, bottleneckSum(" drops")},
-		Metric{"ECN marks", "pkts/s", 2, bottleneckSum(" ECN marks")})
+		Metric{"ECN marks", "pkts/s", 2, bottleneckSum(" ECN marks")},
+		// What BQL lets into the driver's ring, summed over the bottlenecks: the
+		// queue a setup's limit_max moves out of the qdisc (seeds 000 and 003).
+		Metric{"BQL inflight", "bytes", 0, rowsSum("BQL ", " inflight")})
 	return ms
 }
 

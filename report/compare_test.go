@@ -169,3 +169,24 @@ func TestLookupMetric(t *testing.T) {
 		t.Errorf("loaded median reads %v, want the loaded row's 20", m.Value(s))
 	}
 }
+
+// BQL inflight in the side-by-side is the sum of every bottleneck's BQL row, and
+// absent from runs that sampled no BQL.
+func TestBQLInflightMetric(t *testing.T) {
+	m, ok := LookupMetric("BQL inflight")
+	if !ok || m.Units != "bytes" {
+		t.Fatalf("metric %+v, found %v", m, ok)
+	}
+	s := Summary{Rows: []Row{
+		{Name: "BQL router:test0 inflight", Avg: 6056},
+		{Name: "BQL router:test1 inflight", Avg: 1514},
+		{Name: "BQL router:test0 limit", Avg: 99999},
+		{Name: "Qdisc router:test0 backlog", Avg: 5},
+	}}
+	if got := m.Value(s); got != 7570 {
+		t.Errorf("BQL inflight %v, want 7570", got)
+	}
+	if got := m.Value(Summary{}); !math.IsNaN(got) {
+		t.Errorf("a run without BQL: %v, want NaN", got)
+	}
+}

@@ -10,8 +10,9 @@ import (
 
 // bottleneckRows summarises each bottleneck device's statistics over the window when
 // the streams run: drops and ECN marks as rates of their per-step counter deltas,
-// backlog as sampled, BQL inflight summed over the tx queues, and for dualpi2 the
-// L4S and classic packet rates.
+// backlog as sampled, BQL inflight and limit summed over the tx queues (seed 003
+// quotes the limit BQL settles at), and for dualpi2 the L4S and classic packet
+// rates.
 func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 	type dev struct {
 		counters map[string][][]datafile.Sample // row -> series that add up to it
@@ -47,8 +48,11 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 				d.counters["classic pkts"] = append(d.counters["classic pkts"], ss)
 			}
 		case datafile.KindBQL:
-			if strings.HasSuffix(stat, " inflight") {
+			switch {
+			case strings.HasSuffix(stat, " inflight"):
 				get(hostDev).gauges["BQL inflight"] = append(get(hostDev).gauges["BQL inflight"], ss)
+			case strings.HasSuffix(stat, " limit"):
+				get(hostDev).gauges["BQL limit"] = append(get(hostDev).gauges["BQL limit"], ss)
 			}
 		}
 	}
@@ -59,8 +63,8 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 		}
 		for row, series := range d.gauges {
 			label := "Qdisc " + name + " " + row
-			if row == "BQL inflight" {
-				label = "BQL " + name + " inflight"
+			if b, ok := strings.CutPrefix(row, "BQL "); ok {
+				label = "BQL " + name + " " + b
 			}
 			rows = append(rows, rowOf(label, "bytes", sumGauges(series, from, to)))
 		}

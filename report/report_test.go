@@ -198,6 +198,8 @@ func TestBottleneckRows(t *testing.T) {
 	add("qdisc server:eth0 1:1 pkts_in_l", true, 0, 25, 50, 75, 100, 125)
 	add("bql server:eth0 tx-0 inflight", false, 100, 100, 100, 100, 100, 100)
 	add("bql server:eth0 tx-1 inflight", false, 50, 50, 50, 50, 50, 50)
+	add("bql server:eth0 tx-0 limit", false, 3000, 3000, 4542, 4542, 4542, 4542)
+	add("bql server:eth0 tx-1 limit", false, 1514, 1514, 1514, 1514, 1514, 1514)
 	s := Summarize(run)
 	byName := map[string]Row{}
 	for _, r := range s.Rows {
@@ -212,6 +214,7 @@ func TestBottleneckRows(t *testing.T) {
 		"Qdisc server:eth0 ECN marks":    {4, 5, "pkts/s"},
 		"Qdisc server:eth0 backlog":      {2000, 6, "bytes"},
 		"BQL server:eth0 inflight":       {150, 6, "bytes"},
+		"BQL server:eth0 limit":          {6056, 6, "bytes"},
 		"Qdisc server:eth0 classic pkts": {100, 5, "pkts/s"},
 		"Qdisc server:eth0 L4S pkts":     {50, 5, "pkts/s"},
 	} {
