@@ -84,10 +84,24 @@ t1=$(now)
 ours_wall0=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')
 flent_wall=""
 if command -v flent >/dev/null; then
+  # flent's ping test has a UDP ping too: irtt's when an irtt server answers, else
+  # netperf's (not in Debian's main archive).
+  irtt_pid=""
+  if command -v irtt >/dev/null; then
+    ip netns exec "$sns" irtt server -b "$server_ip" >/dev/null 2>&1 &
+    irtt_pid=$!
+    sleep 0.3
+  fi
   t0=$(now)
-  (cd "$work" && ip netns exec "$cns" flent ping -H "$server_ip" -l "$secs" -D "$work" >/dev/null 2>&1) || true
+  (cd "$work" && ip netns exec "$cns" flent ping -H "$server_ip" -l "$secs" -D "$work" >"$work/flent.log" 2>&1) || true
   t1=$(now)
-  ls "$work"/ping-*.flent.gz >/dev/null 2>&1 && flent_wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')
+  [ -n "$irtt_pid" ] && { kill "$irtt_pid"; wait "$irtt_pid" 2>/dev/null || true; }
+  if ls "$work"/ping-*.flent.gz >/dev/null 2>&1; then
+    flent_wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')
+  else
+    echo "flent ping wrote no data file; its output:" >&2
+    cat "$work/flent.log" >&2
+  fi
 fi
 
 # Loaded ping, through a shaped lab: fping alongside from before the run to after it.
