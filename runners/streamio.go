@@ -24,8 +24,8 @@ import (
 //   - the receiver reads with MSG_TRUNC, which TCP takes as "discard": the kernel
 //     acknowledges and frees the data without copying it out, and the stream needs
 //     no receive buffer (1024 streams of 1 MB buffers were 1 GB of agent memory).
-// Both fall back to plain writes when the kernel refuses (no memfd, sendfile
-// unsupported for the socket).
+// The sender falls back to plain writes when the kernel refuses (no memfd, sendfile
+// unsupported for the socket); TCP has taken MSG_TRUNC since Linux 2.4.
 
 // chunk is what one system call asks to move: large, so that the per-call cost is
 // spread over many bytes.
