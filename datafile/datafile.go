@@ -221,6 +221,11 @@ type Run struct {
 	// (flent's with no raw values: the sums and averages it computes among them). A
 	// cut keeps their grid points from START to END with both ends, as flent's does.
 	GridCut map[string]bool
+	// Raw holds, by series, the raw values a file of another tool summarises a
+	// series' row from while its samples are on the step grid (flent's netperf
+	// raw_values: the flow's row is its raw samples, its sum and average the grid's).
+	// In memory only, as Reported.
+	Raw map[string][]Sample
 }
 
 // ReportedMean is a series' mean as its tool reported it, and the number of points

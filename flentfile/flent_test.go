@@ -273,3 +273,58 @@ func TestFlentComputesOurSumAndAverage(t *testing.T) {
 		}
 	}
 }
+
+// A file as flent records tcp_2down with netperf and fping (made by hand to flent
+// 2.1.1's format version 4: netperf's interim results as raw values, {t, val, dur},
+// irregular and with a gap; the grid interpolated from them; the sum and average on
+// the grid with the flows' MEAN_VALUEs added up; fping's replies with a lost probe).
+// flent summarises a flow from its raw values, not its grid, and so do we: its avg
+// (netperf's end-of-test figure without a cut), median, 99th percentile and count,
+// cut or not. flent's summary without a cut is kept beside the file.
+func TestReadFlentRecordedRawValues(t *testing.T) {
+	const path = "testdata/tcp_2down.netperf-raw.flent.gz"
+	run, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"TCP download::1", "TCP download::2"} {
+		if len(run.Raw[name]) == 0 {
+			t.Errorf("%s: no raw values read", name)
+		}
+	}
+	t.Run("kept summary", func(t *testing.T) {
+		text, err := os.ReadFile("testdata/tcp_2down.netperf-raw.flent-summary.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := flentsummary.Parse(string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours := map[string]report.Row{}
+		for _, r := range report.Summarize(run).Rows {
+			ours[r.Name] = r
+		}
+		if len(theirs) != 5 {
+			t.Errorf("flent's kept summary has %d rows, want 5", len(theirs))
+		}
+		for name, f := range theirs {
+			o, ok := ours[name]
+			if !ok {
+				t.Errorf("flent has row %q, we do not", name)
+				continue
+			}
+			for _, v := range [][3]any{{"avg", o.Avg, f.Avg}, {"median", o.Median, f.Median}, {"99th %", o.P99, f.P99}} {
+				if d := math.Abs(v[1].(float64) - v[2].(float64)); !math.IsNaN(v[2].(float64)) && !(d <= 0.005+1e-9) {
+					t.Errorf("%s %s: ours %.4f, flent %.2f", name, v[0], v[1], v[2])
+				}
+			}
+			if o.Points != f.Points {
+				t.Errorf("%s: %d points, flent %d", name, o.Points, f.Points)
+			}
+		}
+	})
+	for _, cut := range []*[2]float64{nil, {1, 5}, {0, 0}, {1.5, -1.3}, {2, 4}, {0.1, 3.3}} {
+		t.Run("flent "+fmt.Sprint(cutArgs(cut)), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+	}
+}

@@ -2,11 +2,12 @@
 // so that runs made with bloatbench open in flent 2.1.1 and old flent runs compare
 // against new ones.
 //
-// Flent summarises and plots the series on its step grid (`results`), not the raw
-// values, so the grid is what both directions agree on: an export puts every series
-// on the run's grid exactly as bloatbench's summary sees it (ping replies in the
-// step they arrived in, throughput per step, the sum and average over the flows),
-// and an import reads a flent file's grid back.
+// Flent plots the series on its step grid (`results`) and summarises a series from
+// its raw values where it has them, from the grid where not. An export puts every
+// series on the run's grid exactly as bloatbench's summary sees it (ping replies in
+// the step they arrived in, throughput per step, the sum and average over the
+// flows), with raw values that are those steps; an import reads a flent file's grid
+// back, and the raw values of its pings and flows for their rows.
 package flentfile
 
 import (
@@ -221,9 +222,10 @@ var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
 
 // Read loads a flent data file as a run. Its ping row covers the whole run, as
 // flent's does; the loaded and idle rows split it at DELAY and DELAY + LENGTH (see
-// decode). Ping comes from the raw replies, as flent summarises it; throughput from
-// flent's grid, where flent's own summary takes netperf's raw samples, so a TCP row
-// may differ from flent's in the second decimal.
+// decode). Ping comes from the raw replies, as flent summarises it; a TCP flow's row
+// from its raw values (netperf's interim results) where the file has them, as
+// flent's summary takes them (run.Raw), and its grid where not; the flows' grid is
+// what the TCP sum and average add up, as flent's are.
 func Read(path string) (*datafile.Run, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -346,16 +348,23 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			continue // computed (sum, avg, fairness) or series bloatbench has no rows for
 		}
 		run.Series = append(run.Series, se)
-		if se.Kind == datafile.KindPing {
-			// flent summarises ping from its raw replies where it has them.
-			raw, err := rawSamples(name, f.RawValues[name])
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+		// flent summarises a series from its raw values where it has them (netperf's
+		// samples of a flow, the ping runners' replies), from the grid where not.
+		raw, err := rawSamples(name, f.RawValues[name])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if se.Kind == datafile.KindPing && len(raw) > 0 {
+			run.Samples[name] = raw
+			continue
+		}
+		if se.Kind == datafile.KindTCP && hasValue(raw) {
+			// The flow's row is its raw samples; its grid, read below, is what the
+			// sum and average add up, as flent's are.
+			if run.Raw == nil {
+				run.Raw = map[string][]datafile.Sample{}
 			}
-			if len(raw) > 0 {
-				run.Samples[name] = raw
-				continue
-			}
+			run.Raw[name] = raw
 		}
 		for k, v := range values {
 			if v == nil || k >= len(f.XValues) {
@@ -479,6 +488,17 @@ func rawSamples(name string, raw []map[string]any) ([]datafile.Sample, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// hasValue says whether any raw value has a value: flent falls back to the grid for
+// a series whose raw values have none.
+func hasValue(raw []datafile.Sample) bool {
+	for _, s := range raw {
+		if !s.Lost {
+			return true
+		}
+	}
+	return false
 }
 
 // flentUnix is a time as flent turns T0 into seconds (timegm plus microseconds over a

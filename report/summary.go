@@ -131,6 +131,16 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				vs[k] = math.NaN()
 			}
 		}
+		if raw, ok := run.Raw[g.Name]; ok {
+			// A flow a file of another tool has raw values of: its row is those,
+			// cut by time as flent cuts them; the grid stays for the sum and average.
+			vs = nil
+			for _, x := range raw {
+				if !x.Lost && in(x.T) {
+					vs = append(vs, x.V)
+				}
+			}
+		}
 		s.Rows = append(s.Rows, rowOf(g.Name, g.Units, defined(vs)))
 	}
 	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
