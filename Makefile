@@ -21,7 +21,8 @@ test: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e/vmlab)
+	@# The local lab's e2e package runs longer than go test's default 10 minutes.
+	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v /e2e/vmlab)
 	@# The race detector over the unit packages (e2e drives a built binary).
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 	@# The VM lab stage runs alone: QEMU's emulation takes both cores, and the local
