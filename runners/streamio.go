@@ -160,7 +160,9 @@ func discard(c *net.TCPConn, m *meter) error {
 // missed 68-72% of their grid with 1024 streams; bounded, none. Streams past the
 // bound wait parked in Go. Bounded to the processors alone it cost 4 streams a fifth
 // of their throughput on 2 cores, so the bound is a few streams per processor, and
-// it only counts once the streams outnumber it.
+// it only counts once the streams outnumber it. With 1024 streams on 2 cores, side
+// by side: no bound 25.0 Gbit/s and 67% of the server's qdisc grid missed; 16 per
+// processor 20.0 and 7% missed; 4 per processor 18.5 and none missed.
 var inKernel = newKernelGate(4 * runtime.GOMAXPROCS(0))
 
 // kernelGate lets every stream through while there are no more streams than slots:
