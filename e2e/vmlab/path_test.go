@@ -118,18 +118,8 @@ func TestVMLabPath(t *testing.T) {
 		}
 	}
 
-	var tab bytes.Buffer
-	w := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "setup\tcheck\tresult\tmeasured")
-	add := func(setup, what string, ok bool, format string, args ...any) {
-		res := "ok"
-		got := fmt.Sprintf(format, args...)
-		if !ok {
-			res = "FAIL"
-			t.Errorf("%s: %s: %s", setup, what, got)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", setup, what, res, got)
-	}
+	checks := newCheckTable(t)
+	add := checks.add
 	for s, r := range runs {
 		p := r.Metadata.Path
 		ok := p != nil && len(p.Devices) == 2 && strings.Contains(p.Netem, "delay 25000us")
@@ -160,8 +150,7 @@ func TestVMLabPath(t *testing.T) {
 	pf, fq := loaded["pfifo_fast+bql"], loaded["fq_codel+bql"]
 	add("fq_codel+bql", "loaded ping far below pfifo_fast's", fq-pathRTT < (pf-pathRTT)/4, "median %.1f ms vs %.1f ms (path %.0f ms)", fq, pf, pathRTT)
 
-	w.Flush()
-	t.Logf("VM lab path checks (tcp_4down, 20 s, line rate %.0f Mbit/s, path RTT %.0f ms):\n%s", rate/1e6, pathRTT, tab.String())
+	t.Logf("VM lab path checks (tcp_4down, 20 s, line rate %.0f Mbit/s, path RTT %.0f ms):\n%s", rate/1e6, pathRTT, checks.String())
 }
 
 // cakeIngress is the ingress shaping check, on TestVMLab's lab: cake in ingress mode
@@ -196,20 +185,9 @@ func cakeIngress(t *testing.T, invPath string, inv *inventory.Inventory, before,
 		if err != nil {
 			t.Fatal(err)
 		}
-		files := map[string]string{"cake-ingress": paths[0]}
-		var tab bytes.Buffer
-		w := tabwriter.NewWriter(&tab, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "setup\tcheck\tresult\tmeasured")
-		add := func(setup, what string, ok bool, format string, args ...any) {
-			res := "ok"
-			got := fmt.Sprintf(format, args...)
-			if !ok {
-				res = "FAIL"
-				t.Errorf("%s: %s: %s", setup, what, got)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", setup, what, res, got)
-		}
-		rows := summaryRows(t, files["cake-ingress"])
+		checks := newCheckTable(t)
+		add := checks.add
+		rows := summaryRows(t, paths[0])
 		sum, drops := rows["TCP download sum"], rows["Qdisc router:ifb4test1 drops"]
 		// In ingress mode cake counts what it drops against its bandwidth too (the
 		// packets came over the link all the same): what arrived is the streams'
@@ -235,9 +213,37 @@ func cakeIngress(t *testing.T, invPath string, inv *inventory.Inventory, before,
 			}
 		}
 		add("cake-ingress", "IFB, ingress qdisc and filter gone after", gone, "on %d devices", len(inv.Bottleneck))
-		w.Flush()
-		t.Logf("VM lab ingress checks (tcp_4down, 20 s, line rate %.0f Mbit/s):\n%s", rate/1e6, tab.String())
+		t.Logf("VM lab ingress checks (tcp_4down, 20 s, line rate %.0f Mbit/s):\n%s", rate/1e6, checks.String())
 	})
+}
+
+// checkTable is the table of checks a VM stage prints, each failure also an error.
+type checkTable struct {
+	t   *testing.T
+	tab bytes.Buffer
+	w   *tabwriter.Writer
+}
+
+func newCheckTable(t *testing.T) *checkTable {
+	c := &checkTable{t: t}
+	c.w = tabwriter.NewWriter(&c.tab, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(c.w, "setup\tcheck\tresult\tmeasured")
+	return c
+}
+
+func (c *checkTable) add(setup, what string, ok bool, format string, args ...any) {
+	c.t.Helper()
+	res, got := "ok", fmt.Sprintf(format, args...)
+	if !ok {
+		res = "FAIL"
+		c.t.Errorf("%s: %s: %s", setup, what, got)
+	}
+	fmt.Fprintf(c.w, "%s\t%s\t%s\t%s\n", setup, what, res, got)
+}
+
+func (c *checkTable) String() string {
+	c.w.Flush()
+	return c.tab.String()
 }
 
 // pathState is the qdiscs of the path devices and the IFB devices of every guest.
