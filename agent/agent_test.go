@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ type recorder struct {
 	samples map[string][]datafile.Sample
 	done    map[string]error
 	doneCh  chan string
+	series  []datafile.Series
 }
 
 func newRecorder() *recorder {
@@ -42,6 +44,19 @@ func (r *recorder) JobDone(host, job string, err error) {
 	r.doneCh <- job
 }
 func (r *recorder) Log(host, msg string) {}
+func (r *recorder) Series(host, job string, s datafile.Series) {
+	r.mu.Lock()
+	r.series = append(r.series, s)
+	r.mu.Unlock()
+}
+
+// startReq is a start request of a kind with its parameters.
+func startReq(job string, spec runners.JobSpec, params string) Request {
+	if params != "" {
+		spec.Params = json.RawMessage(params)
+	}
+	return Request{Op: OpStart, Job: job, Start: &spec}
+}
 
 // pipeAgent runs a real Server on one end of two pipes and returns a Client on the other.
 func pipeAgent(t *testing.T, name string, rec Handler) (*Client, func()) {
@@ -88,6 +103,12 @@ func TestHelloAndClock(t *testing.T) {
 	if _, err := c.Call(ctx, Request{Op: "bogus"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
 		t.Errorf("unknown op: %v", err)
 	}
+	if _, err := c.Call(ctx, startReq("j", runners.JobSpec{Kind: "teleport"}, "")); err == nil || !strings.Contains(err.Error(), `no runner of kind "teleport"`) {
+		t.Errorf("unknown kind: %v", err)
+	}
+	if _, err := c.Call(ctx, startReq("j", runners.JobSpec{Kind: "tcp-listen", Target: "127.0.0.1"}, `{"bogus":1}`)); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("unknown parameter: %v", err)
+	}
 }
 
 // Streams both ways over loopback between two agents, with the token checked.
@@ -98,18 +119,18 @@ func TestStreamsBetweenAgents(t *testing.T) {
 	client, stopC := pipeAgent(t, "client", rec)
 	defer stopC()
 	ctx := context.Background()
-	m, err := server.Call(ctx, Request{Op: OpListen, Job: "listen", Listen: &runners.ListenSpec{Addr: "127.0.0.1", Token: "secret", Step: 0.1}})
+	m, err := server.Call(ctx, startReq("listen", runners.JobSpec{Kind: "tcp-listen", Target: "127.0.0.1", Token: "secret", Step: 0.1}, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + itoa(m.Port)
-	flows := []runners.StreamFlow{{Name: "TCP download::1", Direction: "download"}, {Name: "TCP upload::1", Direction: "upload", CC: "reno"}}
-	if _, err := client.Call(ctx, Request{Op: OpStreams, Job: "streams", Streams: &runners.StreamsSpec{Addr: addr, Token: "secret", Step: 0.1, Duration: 1, Flows: flows}}); err != nil {
+	flows := `{"flows":[{"name":"TCP download::1","direction":"download"},{"name":"TCP upload::1","direction":"upload","cc":"reno"}]}`
+	if _, err := client.Call(ctx, startReq("streams", runners.JobSpec{Kind: "tcp-streams", Addr: addr, Token: "secret", Step: 0.1, Duration: 1}, flows)); err != nil {
 		t.Fatal(err)
 	}
 	// A stream with the wrong token is refused.
-	if _, err := client.Call(ctx, Request{Op: OpStreams, Job: "intruder", Streams: &runners.StreamsSpec{Addr: addr, Token: "guess", Step: 0.1, Duration: 1,
-		Flows: []runners.StreamFlow{{Name: "TCP download::9", Direction: "download"}}}}); err != nil {
+	if _, err := client.Call(ctx, startReq("intruder", runners.JobSpec{Kind: "tcp-streams", Addr: addr, Token: "guess", Step: 0.1, Duration: 1},
+		`{"flows":[{"name":"TCP download::9","direction":"download"}]}`)); err != nil {
 		t.Fatal(err)
 	}
 	for seen := map[string]bool{}; !seen["streams"] || !seen["intruder"]; {
@@ -174,7 +195,7 @@ func TestPingLoopback(t *testing.T) {
 	rec := newRecorder()
 	c, stop := pipeAgent(t, "client", rec)
 	defer stop()
-	if _, err := c.Call(context.Background(), Request{Op: OpPing, Job: "ping", Ping: &runners.PingSpec{Series: "Ping (ms) ICMP", Target: "127.0.0.1", Interval: 0.05, Duration: 0.5}}); err != nil {
+	if _, err := c.Call(context.Background(), startReq("ping", runners.JobSpec{Kind: "ping", Target: "127.0.0.1", Step: 0.05, Duration: 0.5}, "")); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -21,6 +21,8 @@ type Handler interface {
 	Samples(host string, batch map[string][]datafile.Sample)
 	JobDone(host, job string, err error)
 	Log(host, msg string)
+	// Series declares a series a job found as it ran, before its first samples.
+	Series(host, job string, s datafile.Series)
 }
 
 // Client is the controller's handle on one running agent.
@@ -101,6 +103,10 @@ func (c *Client) dispatch(m Message) {
 		c.handler.JobDone(c.host, m.Job, err)
 	case TypeLog:
 		c.handler.Log(c.host, m.Message)
+	case TypeSeries:
+		if m.Series != nil {
+			c.handler.Series(c.host, m.Job, *m.Series)
+		}
 	}
 }
 

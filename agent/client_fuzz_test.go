@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ type fuzzHandler struct {
 	samples []datafile.Sample
 	errs    []error
 	hosts   []string
+	bad     []string
 }
 
 func (h *fuzzHandler) Samples(host string, batch map[string][]datafile.Sample) {
@@ -36,6 +38,15 @@ func (h *fuzzHandler) JobDone(host, job string, err error) {
 	h.hosts = append(h.hosts, host)
 	if err != nil {
 		h.errs = append(h.errs, err)
+	}
+}
+
+func (h *fuzzHandler) Series(host, job string, s datafile.Series) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hosts = append(h.hosts, host)
+	if s.Name == "" || len(s.Name) > maxSeriesName {
+		h.bad = append(h.bad, fmt.Sprintf("a series named %q", s.Name))
 	}
 }
 
@@ -88,6 +99,8 @@ func FuzzClient(f *testing.F) {
 		f.Add(op, lines(Message{Type: TypeReply, ID: 1, Exec: &ExecResult{Stderr: []byte("no"), Exit: 2}}))
 		f.Add(op, lines(Message{Type: TypeBatch, Job: "streams", Batch: batch}, Message{Type: TypeLog, Message: "slow"},
 			Message{Type: TypeDone, Job: "streams", Error: "exit"}, Message{Type: TypeReply, ID: 1, Error: "busy"}))
+		f.Add(op, lines(Message{Type: TypeSeries, Job: "qdisc", Series: &datafile.Series{Name: "qdisc h:eth0 root drops", Kind: "qdisc"}},
+			Message{Type: TypeSeries, Job: "qdisc", Series: &datafile.Series{}}))
 	}
 	f.Fuzz(func(t *testing.T, op uint8, wire []byte) {
 		h := &fuzzHandler{}
@@ -127,6 +140,9 @@ func FuzzClient(f *testing.F) {
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if len(h.bad) > 0 {
+			t.Fatalf("handed on %v", h.bad)
+		}
 		for _, s := range h.samples {
 			if err := datafile.CheckSample("sample", s); err != nil {
 				t.Fatalf("handed on: %v", err)

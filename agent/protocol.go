@@ -8,6 +8,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/runners"
@@ -15,18 +16,17 @@ import (
 
 // ProtocolVersion changes when either side could misread the other. 2: jobs carry
 // their start time (an agent of 1 would start them at once); ping's reply says where
-// its timestamps come from.
-const ProtocolVersion = 2
+// its timestamps come from. 3: one start request for every kind of job, looked up
+// in the agent's registry; agents declare the series they find.
+const ProtocolVersion = 3
 
 // Operations a request can ask for.
 const (
-	OpHello   = "hello"   // who are you: versions, hostname, kernel
-	OpClock   = "clock"   // what time is it, for the offset estimate
-	OpListen  = "listen"  // open the TCP data listener (server side)
-	OpStreams = "streams" // run TCP streams to a listener (client side)
-	OpPing    = "ping"    // run ICMP ping
-	OpQdisc   = "qdisc"   // sample the bottleneck devices' qdisc and BQL statistics
-	OpStop    = "stop"    // end a job early
+	OpHello = "hello" // who are you: versions, hostname, kernel
+	OpClock = "clock" // what time is it, for the offset estimate
+	// OpStart starts a job of any kind the agent's registry has (runners.Kinds).
+	OpStart = "start"
+	OpStop  = "stop" // end a job early
 	// OpExec runs a shell command on the host and answers with its output: the
 	// controller's tc, sysfs and ethtool work goes through the running agent, not a
 	// new SSH session (and login shell) per command.
@@ -39,18 +39,18 @@ const (
 	TypeBatch = "batch" // samples, by series
 	TypeDone  = "done"  // a job ended, with its error if any
 	TypeLog   = "log"   // a warning worth recording
+	// TypeSeries declares a series a job found as it ran (a qdisc's statistic),
+	// sent before any of its samples.
+	TypeSeries = "series"
 )
 
 // Request is one line from the controller.
 type Request struct {
-	ID      int64                `json:"id"`
-	Op      string               `json:"op"`
-	Job     string               `json:"job,omitempty"`
-	Listen  *runners.ListenSpec  `json:"listen,omitempty"`
-	Streams *runners.StreamsSpec `json:"streams,omitempty"`
-	Ping    *runners.PingSpec    `json:"ping,omitempty"`
-	Qdisc   *runners.QdiscSpec   `json:"qdisc,omitempty"`
-	Exec    *ExecSpec            `json:"exec,omitempty"`
+	ID    int64            `json:"id"`
+	Op    string           `json:"op"`
+	Job   string           `json:"job,omitempty"`
+	Start *runners.JobSpec `json:"start,omitempty"`
+	Exec  *ExecSpec        `json:"exec,omitempty"`
 }
 
 // ExecSpec is a command for `sh -c`, already quoted by the controller, with its
@@ -92,10 +92,15 @@ type Message struct {
 	Batch   map[string][]datafile.Sample `json:"batch,omitempty"`
 	Message string                       `json:"message,omitempty"`
 	Exec    *ExecResult                  `json:"exec,omitempty"`
-	// Timestamps answers a ping request: where the probe's times will come from
+	// Timestamps answers a start: where the job's times will come from
 	// (datafile.StampsKernel, ...), with the details in Message.
 	Timestamps string `json:"timestamps,omitempty"`
+	// Series is a TypeSeries declaration.
+	Series *datafile.Series `json:"series,omitempty"`
 }
+
+// maxSeriesName bounds a declared series' name: it is a key in every report.
+const maxSeriesName = 512
 
 // DecodeMessage reads one line from an agent and puts its sample times on the
 // controller's clock: offset is the agent's clock minus the controller's, in
@@ -107,6 +112,9 @@ func DecodeMessage(line []byte, offset float64) (Message, error) {
 	var m Message
 	if err := json.Unmarshal(line, &m); err != nil {
 		return Message{}, err
+	}
+	if s := m.Series; s != nil && (s.Name == "" || len(s.Name) > maxSeriesName || !utf8.ValidString(s.Name)) {
+		return Message{}, fmt.Errorf("series declaration: a name of %d bytes: want 1 to %d bytes of UTF-8", len(s.Name), maxSeriesName)
 	}
 	for name, ss := range m.Batch {
 		for i := range ss {

@@ -34,6 +34,9 @@ type Server struct {
 	batchM sync.Mutex
 	batch  map[string][]datafile.Sample
 
+	// kinds is the runner registry, by kind.
+	kinds map[string]runners.Kind
+
 	jobsM sync.Mutex
 	jobs  map[string]context.CancelFunc
 	jobWG sync.WaitGroup
@@ -48,6 +51,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	s.out = json.NewEncoder(s.outW)
 	s.batch = map[string][]datafile.Sample{}
 	s.jobs = map[string]context.CancelFunc{}
+	s.kinds = runners.Kinds()
 
 	flushDone := make(chan struct{})
 	go func() {
@@ -123,47 +127,8 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		s.reply(req, Message{Hello: hello(s.Version)}, nil)
 	case OpClock:
 		s.reply(req, Message{Clock: time.Now().UnixNano()}, nil)
-	case OpListen:
-		if req.Listen == nil {
-			s.reply(req, Message{}, errors.New("listen: no spec"))
-			return
-		}
-		jctx, ok := s.addJob(ctx, req)
-		if !ok {
-			return
-		}
-		l, err := runners.Listen(jctx, *req.Listen, s.emit)
-		if err != nil {
-			s.endJob(req.Job, err, false)
-			s.reply(req, Message{}, err)
-			return
-		}
-		s.reply(req, Message{Port: l.Port()}, nil)
-		s.runJob(req.Job, func() error { return l.Serve(jctx) })
-	case OpStreams:
-		s.startJob(ctx, req, req.Streams != nil, func(jctx context.Context) error { return runners.RunStreams(jctx, *req.Streams, s.emit) })
-	case OpPing:
-		if req.Ping == nil {
-			s.reply(req, Message{}, errors.New("ping: no spec"))
-			return
-		}
-		// The socket opens before the answer: a host that allows no ICMP socket
-		// fails the start, and the answer says what stamps the probes get.
-		pg, err := runners.OpenPing(*req.Ping)
-		if err != nil {
-			s.reply(req, Message{}, err)
-			return
-		}
-		pg.Warn = func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) }
-		jctx, ok := s.addJob(ctx, req)
-		if !ok {
-			pg.Close()
-			return
-		}
-		s.reply(req, Message{Timestamps: pg.Timestamps(), Message: pg.Describe()}, nil)
-		s.runJob(req.Job, func() error { return pg.Run(jctx, s.emit) })
-	case OpQdisc:
-		s.startJob(ctx, req, req.Qdisc != nil, func(jctx context.Context) error { return runners.RunQdiscStats(jctx, *req.Qdisc, s.emit) })
+	case OpStart:
+		s.start(ctx, req)
 	case OpExec:
 		if req.Exec == nil {
 			s.reply(req, Message{}, errors.New("exec: no spec"))
@@ -189,16 +154,39 @@ func (s *Server) handle(ctx context.Context, req Request) {
 	}
 }
 
-// startJob answers the request at once and runs the job until it ends.
-func (s *Server) startJob(ctx context.Context, req Request, hasSpec bool, run func(context.Context) error) {
-	if !hasSpec {
-		s.reply(req, Message{}, fmt.Errorf("%s: no spec", req.Op))
+// start looks the job's kind up in the registry, opens what the job needs and
+// answers: a job that cannot start (no ICMP socket, a port in use) fails its start
+// request, not later.
+func (s *Server) start(ctx context.Context, req Request) {
+	if req.Start == nil {
+		s.reply(req, Message{}, errors.New("start: no spec"))
 		return
 	}
-	if jctx, ok := s.addJob(ctx, req); ok {
-		s.reply(req, Message{}, nil)
-		s.runJob(req.Job, func() error { return run(jctx) })
+	kind, ok := s.kinds[req.Start.Kind]
+	if !ok {
+		s.reply(req, Message{}, fmt.Errorf("no runner of kind %q here: this agent has %s (controller and agent versions differ?)",
+			req.Start.Kind, strings.Join(runners.KindNames(), ", ")))
+		return
 	}
+	jctx, ok := s.addJob(ctx, req)
+	if !ok {
+		return
+	}
+	env := runners.Env{
+		Emit: s.emit,
+		// A declaration goes out at once, ahead of the batch that carries the
+		// series' first samples.
+		Declare: func(ser datafile.Series) { s.send(Message{Type: TypeSeries, Job: req.Job, Series: &ser}) },
+		Warn:    func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) },
+	}
+	job, started, err := kind.Start(jctx, *req.Start, env)
+	if err != nil {
+		s.endJob(req.Job, err, false)
+		s.reply(req, Message{}, fmt.Errorf("%s: %w", req.Start.Kind, err))
+		return
+	}
+	s.reply(req, Message{Port: started.Port, Timestamps: started.Timestamps, Message: started.Message}, nil)
+	s.runJob(req.Job, func() error { return job.Run(jctx) })
 }
 
 func (s *Server) addJob(ctx context.Context, req Request) (context.Context, bool) {

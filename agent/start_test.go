@@ -18,8 +18,8 @@ func TestPingStartsAtItsStartTime(t *testing.T) {
 	defer stop()
 	start := time.Now().Add(400 * time.Millisecond)
 	asked := time.Now()
-	m, err := c.Call(context.Background(), Request{Op: OpPing, Job: "ping", Ping: &runners.PingSpec{Series: "Ping (ms) ICMP",
-		Target: "127.0.0.1", Interval: 0.05, Duration: 0.5, Start: datafile.Unix(start)}})
+	m, err := c.Call(context.Background(), startReq("ping", runners.JobSpec{Kind: "ping", Target: "127.0.0.1", Step: 0.05, Duration: 0.5,
+		Start: datafile.Unix(start)}, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +50,10 @@ func TestPingStartsAtItsStartTime(t *testing.T) {
 func TestPingBadTargetFailsTheStart(t *testing.T) {
 	c, stop := pipeAgent(t, "client", newRecorder())
 	defer stop()
-	if _, err := c.Call(context.Background(), Request{Op: OpPing, Job: "ping", Ping: &runners.PingSpec{Series: "p", Target: "server", Interval: 0.05, Duration: 0.5}}); err == nil {
+	if _, err := c.Call(context.Background(), startReq("ping", runners.JobSpec{Kind: "ping", Target: "server", Step: 0.05, Duration: 0.5}, "")); err == nil {
 		t.Fatal("a ping to a name, not an address, started")
 	}
-	if _, err := c.Call(context.Background(), Request{Op: OpPing, Job: "ping"}); err == nil {
-		t.Fatal("a ping without a spec started")
+	if _, err := c.Call(context.Background(), Request{Op: OpStart, Job: "ping"}); err == nil {
+		t.Fatal("a start without a spec started")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +29,6 @@ import (
 	"github.com/bloatbench/bloatbench/runners"
 	"github.com/bloatbench/bloatbench/tests"
 )
-
-// PingSeries is the ICMP ping series' name, flent's.
-const PingSeries = "Ping (ms) ICMP"
 
 // Options of one run.
 type Options struct {
@@ -79,6 +77,26 @@ func (o *Options) Check() error {
 		return fmt.Errorf("--step %v is longer than --length %v", o.Step, o.Length)
 	case o.Delay < 0:
 		return fmt.Errorf("--delay %v: must not be negative", o.Delay)
+	}
+	if o.Plan == nil {
+		return nil
+	}
+	// A job's times are sums of the run's delay and length: whether they fit
+	// depends on this run's numbers.
+	tm := tests.Timing{Delay: o.Delay.Seconds(), Length: o.Length.Seconds()}
+	total := tm.Length + 2*tm.Delay
+	for _, j := range o.Plan.Jobs {
+		start, dur := j.Start.Eval(tm), j.Duration.Eval(tm)
+		switch {
+		case start < 0 || start >= total:
+			return fmt.Errorf("test %s: job %s starts at %v = %gs: with --length %v and --delay %v it must be from 0 to before %gs",
+				o.Plan.Test, j.Name, j.Start, start, o.Length, o.Delay, total)
+		case !j.Background && dur <= 0:
+			return fmt.Errorf("test %s: job %s runs for %v = %gs with --length %v and --delay %v: give a delay or length that leaves it time",
+				o.Plan.Test, j.Name, j.Duration, dur, o.Length, o.Delay)
+		case !j.Background && start+dur > total+1e-9:
+			return fmt.Errorf("test %s: job %s ends at %gs, after the run's %gs (length + 2 delay)", o.Plan.Test, j.Name, start+dur, total)
+		}
 	}
 	return nil
 }
@@ -161,6 +179,12 @@ func (f *forwarder) JobDone(host, job string, err error) {
 	}
 }
 
+func (f *forwarder) Series(host, job string, s datafile.Series) {
+	if h := f.get(); h != nil {
+		h.Series(host, job, s)
+	}
+}
+
 func (f *forwarder) Log(host, msg string) {
 	if h := f.get(); h != nil {
 		h.Log(host, msg)
@@ -180,28 +204,24 @@ type recorder struct {
 	// with what the file holds, rather than measuring on into nothing.
 	failed     chan struct{}
 	failedOnce sync.Once
-	// known series; qdisc and BQL statistics are declared when first seen, since
-	// which ones a kernel prints depends on the qdisc kinds.
-	known map[string]bool
+	// known series: the plan's, and those jobs declare as they run (a qdisc's
+	// statistics depend on its kind and the kernel); dropped, samples of others.
+	known, dropped map[string]bool
 	// progress and live feed Options.Progress; live is set once t0 is known.
 	progress func(Progress)
 	live     *live
 }
 
-func (r *recorder) declare(name string) error {
+// declare records a series an agent found as it ran (a qdisc's statistics, which
+// depend on the qdisc's kind and the kernel), once.
+func (r *recorder) declare(s datafile.Series) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.known[name] {
+	if r.known[s.Name] {
 		return nil
 	}
-	r.known[name] = true
-	kind, rest, ok := strings.Cut(name, " ")
-	if !ok || (kind != datafile.KindQdisc && kind != datafile.KindBQL) {
-		return nil // declared up front
-	}
-	hostDev, stat, _ := strings.Cut(rest, " ")
-	host, _, _ := strings.Cut(hostDev, ":")
-	return r.w.AddSeries(datafile.Series{Name: name, Kind: kind, Host: host, Units: qdisc.Units(stat), Counter: qdisc.IsCounter(stat)})
+	r.known[s.Name] = true
+	return r.w.AddSeries(s)
 }
 
 // jobEnd is a job's end as its agent reports it: host is the endpoint's label.
@@ -228,6 +248,8 @@ type live struct {
 	delay, length, total float64
 	tcp                  map[string]float64
 	ping                 float64
+	// pingSeries is the series whose latest round trip the feed shows.
+	pingSeries string
 }
 
 // tell updates the live state with a batch and hands it to the progress feed.
@@ -245,7 +267,7 @@ func (r *recorder) tell(batch map[string][]datafile.Sample) {
 		last := ss[len(ss)-1]
 		if _, ok := l.tcp[series]; ok {
 			l.tcp[series] = last.V
-		} else if series == PingSeries && !last.Lost {
+		} else if series == l.pingSeries && !last.Lost {
 			l.ping = last.V
 		}
 	}
@@ -269,18 +291,41 @@ func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
 		defer r.tell(batch)
 	}
 	for series, ss := range batch {
-		err := r.declare(series)
-		if err == nil {
-			err = r.w.Append(series, ss)
+		r.mu.Lock()
+		known, told := r.known[series], r.dropped[series]
+		if !known {
+			r.dropped[series] = true
 		}
-		if err != nil {
-			r.mu.Lock()
-			if r.err == nil {
-				r.err = fmt.Errorf("record into %s: %w", r.w.Path(), err)
+		r.mu.Unlock()
+		if !known {
+			// Every series is declared before its samples (by the plan, or by its
+			// job as it runs): these are of no job of this run. Said once a series.
+			if !told {
+				r.Log(host, fmt.Sprintf("samples of series %q, which no job of the run declared, were dropped", series))
 			}
-			r.mu.Unlock()
-			r.failedOnce.Do(func() { close(r.failed) })
+			continue
 		}
+		if err := r.w.Append(series, ss); err != nil {
+			r.fail(err)
+		}
+	}
+}
+
+func (r *recorder) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = fmt.Errorf("record into %s: %w", r.w.Path(), err)
+	}
+	r.mu.Unlock()
+	r.failedOnce.Do(func() { close(r.failed) })
+}
+
+func (r *recorder) Series(host, job string, s datafile.Series) {
+	if r.w == nil || !strings.HasPrefix(job, r.prefix) {
+		return
+	}
+	if err := r.declare(s); err != nil {
+		r.fail(err)
 	}
 }
 
@@ -488,8 +533,8 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	eps := s.eps
 	s.runs++
 	// Agents only send samples once jobs start, after the file exists. Every job's end
-	// fits in done (listen, streams, ping and one sampler per host).
-	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, 3+len(eps)), known: map[string]bool{},
+	// fits in done (each job on at most every host).
+	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, (len(o.Plan.Jobs)+1)*len(eps)), known: map[string]bool{}, dropped: map[string]bool{},
 		failed: make(chan struct{}), progress: o.Progress}
 	for _, ep := range eps {
 		ep.fwd.set(rec)
@@ -646,8 +691,94 @@ func (js *jobSet) stopAll(ctx context.Context) {
 	}
 }
 
+// instance is a planned job on one host: a job of role bottleneck runs on every
+// bottleneck host.
+type instance struct {
+	job  tests.Job
+	ep   *endpoint
+	spec runners.JobSpec
+	// series are the job's planned series with their hosts and targets filled in.
+	series []datafile.Series
+	// at is when it starts, on the controller's clock.
+	at time.Time
+}
+
+// roleEndpoint is the endpoint of a client or server role.
+func roleEndpoint(eps []*endpoint, role string) *endpoint {
+	switch role {
+	case tests.RoleClient:
+		return eps[0]
+	case tests.RoleServer:
+		return eps[1]
+	}
+	return nil
+}
+
+// instances lays the plan's jobs out on the hosts, t0 being start. The controller
+// fills in what every kind shares (when, where, which devices); the kind's own
+// parameters pass through as the test planned them.
+func (o *Options) instances(eps []*endpoint, start time.Time, token string) []instance {
+	timing := tests.Timing{Delay: o.Delay.Seconds(), Length: o.Length.Seconds()}
+	devs := map[string][]runners.Dev{}
+	var watched []string
+	ifb := o.Setup != nil && o.Setup.Ingress != nil
+	for _, b := range o.Inventory.Bottleneck {
+		if devs[b.Host] == nil {
+			watched = append(watched, b.Host)
+		}
+		devs[b.Host] = append(devs[b.Host], runners.Dev{Name: b.Dev})
+	}
+	if ifb {
+		for _, b := range o.Inventory.Bottleneck {
+			devs[b.Host] = append(devs[b.Host], runners.Dev{Name: qdisc.IFBName(b.Dev), IFB: true})
+		}
+	}
+	roleOf := map[string]string{} // a job's name to its host's role
+	var out []instance
+	for _, j := range o.Plan.Jobs {
+		var on []*endpoint
+		if j.Host == tests.RoleBottleneck {
+			for _, h := range watched {
+				on = append(on, endpointOf(eps, h))
+			}
+		} else {
+			on = []*endpoint{roleEndpoint(eps, j.Host)}
+		}
+		roleOf[j.Name] = j.Host
+		peer := j.Target
+		if j.Connect != "" {
+			peer = roleOf[j.Connect]
+		}
+		at := start.Add(time.Duration(j.Start.Eval(timing) * float64(time.Second)))
+		for _, ep := range on {
+			in := instance{job: j, ep: ep, at: at, spec: runners.JobSpec{Kind: j.Kind, Start: agentTime(ep, at),
+				Step: o.Step.Seconds(), Token: token, Host: ep.host.Name, Devs: devs[ep.host.Name], Params: j.Params}}
+			if !j.Background {
+				in.spec.Duration = j.Duration.Eval(timing)
+			}
+			if t := roleEndpoint(eps, j.Target); t != nil {
+				in.spec.Target = t.host.TestIP
+			}
+			for _, se := range j.Series {
+				switch se.Host {
+				case "":
+					se.Host = j.Host
+				case datafile.HostPeer:
+					se.Host = peer
+				}
+				if se.Target == "" && j.Connect == "" && in.spec.Target != "" {
+					se.Target = in.spec.Target
+				}
+				in.series = append(in.series, se)
+			}
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
 func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup applied) error {
-	client, server := eps[0], eps[1]
+	server := eps[1]
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
 	total := length + 2*delay
@@ -663,17 +794,6 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	for _, ep := range eps {
 		meta.Hosts = append(meta.Hosts, ep.info)
 	}
-	var flows []runners.StreamFlow
-	series := []datafile.Series{}
-	for _, f := range p.Flows {
-		measuredBy := "client"
-		if f.Direction == tests.Upload {
-			measuredBy = "server"
-		}
-		series = append(series, datafile.Series{Name: f.Name(), Kind: datafile.KindTCP, Units: "Mbits/s", Host: measuredBy,
-			Direction: f.Direction, Flow: f.Index, CC: f.CC})
-		flows = append(flows, runners.StreamFlow{Name: f.Name(), Direction: f.Direction, CC: f.CC})
-	}
 	if err := w.Header(meta); err != nil {
 		return err
 	}
@@ -682,66 +802,54 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 			w.Event(datafile.Event{T: datafile.Unix(start), Host: ep.host.Name, Level: "warning", Message: msg})
 		}
 	}
+	tok := make([]byte, 16)
+	rand.Read(tok)
+	ins := o.instances(eps, start, hex.EncodeToString(tok))
 	lv := &live{t0: start, delay: delay, length: length, total: total, tcp: map[string]float64{}, ping: math.NaN()}
-	for _, s := range series {
-		rec.known[s.Name] = true
-		if s.Kind == datafile.KindTCP {
-			lv.tcp[s.Name] = 0
-		}
-		if err := w.AddSeries(s); err != nil {
-			return err
+	rec.mu.Lock()
+	for _, in := range ins {
+		for _, se := range in.series {
+			// Samples may come before the declaration, which waits for the job's
+			// start to say where its times come from.
+			rec.known[se.Name] = true
+			switch {
+			case se.Kind == datafile.KindTCP:
+				lv.tcp[se.Name] = 0
+			case se.Kind == datafile.KindPing && lv.pingSeries == "":
+				lv.pingSeries = se.Name
+			}
 		}
 	}
-	rec.mu.Lock()
 	rec.live = lv
 	rec.mu.Unlock()
 	o.recordStates(ctx, eps, w, "pre")
-	if err := o.startSampling(ctx, eps, jobs, step, start); err != nil {
-		return err
-	}
-	var flowsAddr, token string
-	if len(flows) > 0 {
-		tok := make([]byte, 16)
-		rand.Read(tok)
-		token = hex.EncodeToString(tok)
-		m, err := jobs.start(ctx, server, agent.Request{Op: agent.OpListen, Job: "listen",
-			Listen: &runners.ListenSpec{Addr: server.host.TestIP, Token: token, Step: step}}, false)
+	o.logf("running %s for %gs (%s), sampling every %gs from %gs before to %gs after", p.Test, length, p.Describe(), step, delay, delay)
+	ports := map[string]int{}
+	for _, in := range ins {
+		spec := in.spec
+		if in.job.Connect != "" {
+			spec.Addr = net.JoinHostPort(roleEndpoint(eps, o.jobRole(in.job.Connect)).host.TestIP, strconv.Itoa(ports[in.job.Connect]))
+		}
+		m, err := jobs.start(ctx, in.ep, agent.Request{Op: agent.OpStart, Job: in.job.Name, Start: &spec}, !in.job.Background)
 		if err != nil {
-			return err
+			return fmt.Errorf("start job %s (%s) on %s: %w", in.job.Name, in.job.Kind, in.ep.host.Name, err)
 		}
-		flowsAddr = net.JoinHostPort(server.host.TestIP, strconv.Itoa(m.Port))
-		o.logf("running %s for %gs, %d streams, ping every %gs from %gs before to %gs after", p.Test, length, len(flows), step, delay, delay)
-	}
-	if p.Ping {
-		// The agent opens its socket before answering: the answer says where the
-		// probes' times come from, and the series records it.
-		rec.known[PingSeries] = true
-		m, err := jobs.start(ctx, client, agent.Request{Op: agent.OpPing, Job: "ping",
-			Ping: &runners.PingSpec{Series: PingSeries, Target: server.host.TestIP, Interval: step, Duration: total,
-				Start: agentTime(client, start)}}, true)
-		if err != nil {
-			return err
+		ports[in.job.Name] = m.Port
+		for _, se := range in.series {
+			if m.Timestamps != "" {
+				se.Timestamps = m.Timestamps
+			}
+			if err := w.AddSeries(se); err != nil {
+				return err
+			}
 		}
-		stamps := m.Timestamps
-		if stamps == "" {
-			stamps = datafile.StampsUser
-		}
-		if err := w.AddSeries(datafile.Series{Name: PingSeries, Kind: datafile.KindPing, Units: "ms", Host: "client",
-			Target: server.host.TestIP, Timestamps: stamps}); err != nil {
-			return err
-		}
-		level := "info"
-		if stamps != datafile.StampsKernel {
-			level = "warning"
-		}
-		o.logf("ping timestamps on %s: %s", client.label, m.Message)
-		w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: client.host.Name, Level: level, Message: "ping timestamps: " + m.Message})
-	}
-	if len(flows) > 0 {
-		if _, err := jobs.start(ctx, client, agent.Request{Op: agent.OpStreams, Job: "streams",
-			Streams: &runners.StreamsSpec{Addr: flowsAddr, Token: token, Step: step, Duration: length, Flows: flows,
-				Start: agentTime(client, start.Add(o.Delay))}}, true); err != nil {
-			return err
+		if m.Timestamps != "" {
+			level := "info"
+			if m.Timestamps != datafile.StampsKernel {
+				level = "warning"
+			}
+			o.logf("%s timestamps on %s: %s", in.job.Name, in.ep.label, m.Message)
+			w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: in.ep.host.Name, Level: level, Message: in.job.Name + " timestamps: " + m.Message})
 		}
 	}
 	if late := time.Since(start); late > 0 {
@@ -751,26 +859,32 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	}
 	// The controller's own record of when each job started, on its clock, at the
 	// instant the agents were given: what tests and readers check timing against.
-	started := func(what string, at time.Time) error {
-		if err := o.wait(ctx, eps, rec, jobs, at); err != nil {
+	awaited := []instance{}
+	for _, in := range ins {
+		if !in.job.Background {
+			awaited = append(awaited, in)
+		}
+	}
+	sort.SliceStable(awaited, func(i, k int) bool { return awaited[i].at.Before(awaited[k].at) })
+	for _, in := range awaited {
+		if err := o.wait(ctx, eps, rec, jobs, in.at); err != nil {
 			return err
 		}
 		now := time.Now()
-		o.logf("%s started %.3fs after t0", what, now.Sub(start).Seconds())
-		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: what + " started"})
-		return nil
-	}
-	if p.Ping {
-		if err := started("ping", start); err != nil {
-			return err
-		}
-	}
-	if len(flows) > 0 {
-		if err := started("streams", start.Add(o.Delay)); err != nil {
-			return err
-		}
+		o.logf("%s started %.3fs after t0", in.job.Name, now.Sub(start).Seconds())
+		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: in.job.Name + " started"})
 	}
 	return o.wait(ctx, eps, rec, jobs, time.Time{})
+}
+
+// jobRole is the host role of the plan's job of that name.
+func (o *Options) jobRole(name string) string {
+	for _, j := range o.Plan.Jobs {
+		if j.Name == name {
+			return j.Host
+		}
+	}
+	return ""
 }
 
 // agentTime is controller time t on ep's agent's clock, in a spec's Unix seconds.
@@ -779,15 +893,15 @@ func agentTime(ep *endpoint, t time.Time) float64 {
 }
 
 // startLead is how far ahead t0 is put: past what comes between the header and the
-// last job's start, which is one request per job and three per bottleneck (is the
-// agent alive, tc -s before the run, the sampler), each a round trip to its agent
+// last job's start, which is one request per job and two per device recorded (is
+// the agent alive, tc -s before the run), each a round trip to its agent
 // and a little work there. A job whose start comes late starts at once.
 func (o *Options) startLead(eps []*endpoint) time.Duration {
 	var rtt time.Duration
 	for _, ep := range eps {
 		rtt = max(rtt, time.Duration(ep.info.ClockRTT*float64(time.Second)))
 	}
-	requests := 3 + 3*len(o.Inventory.Bottleneck)
+	requests := len(o.Plan.Jobs) + 2*len(o.recordedDevs())
 	return 200*time.Millisecond + time.Duration(requests)*(rtt+10*time.Millisecond)
 }
 

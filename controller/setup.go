@@ -8,12 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bloatbench/bloatbench/agent"
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
-	"github.com/bloatbench/bloatbench/runners"
 )
 
 // restoreTimeout bounds putting the hosts back; it runs even after Ctrl-C.
@@ -297,33 +295,4 @@ func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile
 		}
 		w.State(datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out})
 	}
-}
-
-// startSampling starts a qdisc statistics job on each bottleneck host's agent, from
-// t0 on; it runs until the run stops it.
-func (o *Options) startSampling(ctx context.Context, eps []*endpoint, jobs *jobSet, step float64, t0 time.Time) error {
-	devs := map[string][]string{}
-	var hosts []string
-	for _, b := range o.sampledDevs() {
-		if devs[b.Host] == nil {
-			hosts = append(hosts, b.Host)
-		}
-		devs[b.Host] = append(devs[b.Host], b.Dev)
-	}
-	for _, h := range hosts {
-		ep := endpointOf(eps, h)
-		var ifbs []string
-		if o.Setup != nil && o.Setup.Ingress != nil {
-			for _, b := range o.Inventory.Bottleneck {
-				if b.Host == h {
-					ifbs = append(ifbs, qdisc.IFBName(b.Dev))
-				}
-			}
-		}
-		if _, err := jobs.start(ctx, ep, agent.Request{Op: agent.OpQdisc, Job: "qdisc",
-			Qdisc: &runners.QdiscSpec{Host: h, Devs: devs[h], Step: step, Start: agentTime(ep, t0), NoBQL: ifbs}}, false); err != nil {
-			return err
-		}
-	}
-	return nil
 }

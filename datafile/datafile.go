@@ -157,7 +157,17 @@ type Series struct {
 	// Counter is set for statistics that count since the qdisc was made: reports
 	// use their per-step deltas.
 	Counter bool `json:"counter,omitempty"`
+	// Dev, Queue and Stat place a device statistic: the device, its tx queue
+	// ("tx-0", BQL only) and the statistic ("root drops", "inflight"). Files from
+	// before them carry the same in the name only ("qdisc HOST:DEV STAT").
+	Dev   string `json:"dev,omitempty"`
+	Queue string `json:"queue,omitempty"`
+	Stat  string `json:"stat,omitempty"`
 }
+
+// HostPeer, as a series' Host in a job's plan, stands for the host the job talks
+// to: the controller puts that host's role in its place (a stream's receiver).
+const HostPeer = "@peer"
 
 // Sample is one measurement. T is when it was taken (the end of the interval for
 // throughput, the arrival of the reply for ping). V is the value in the series'

@@ -2,6 +2,7 @@ package runners
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -207,4 +208,62 @@ func (pg *Pinger) Run(ctx context.Context, emit Emit) error {
 		}
 	}
 	return nil
+}
+
+// PingSeries is the ICMP ping series' default name, flent's.
+const PingSeries = "Ping (ms) ICMP"
+
+// pingParams are a ping job's parameters: its series name (a test with two pings
+// names them apart), the payload size, and the interval when it is not the run's
+// step.
+type pingParams struct {
+	Series   string      `json:"series,omitempty"`
+	Size     wholeNumber `json:"size,omitempty"`
+	Interval seconds     `json:"interval,omitempty"`
+}
+
+var pingKind = Kind{
+	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		var p pingParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, nil, err
+		}
+		if p.Series == "" {
+			p.Series = PingSeries
+		}
+		if p.Size < 0 || p.Size > 65000 {
+			return nil, nil, fmt.Errorf("size %d: want 0 (the default, %d) to 65000 bytes", p.Size, defaultPingSize)
+		}
+		if p.Interval != 0 && float64(p.Interval) < MinPingInterval {
+			return nil, nil, fmt.Errorf("interval %gs is below the minimum %gs", float64(p.Interval), MinPingInterval)
+		}
+		if err := pl.Claim(p.Series); err != nil {
+			return nil, nil, err
+		}
+		b, err := json.Marshal(p)
+		return b, []datafile.Series{{Name: p.Series, Kind: datafile.KindPing, Units: "ms"}}, err
+	},
+	// The socket opens before the answer: a host that allows no ICMP socket fails
+	// the start, and the answer says what stamps the probes get.
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		var p pingParams
+		if err := decodeRaw(spec.Params, &p); err != nil {
+			return nil, Started{}, err
+		}
+		interval := float64(p.Interval)
+		if interval == 0 {
+			interval = spec.Step
+		}
+		if p.Series == "" {
+			p.Series = PingSeries
+		}
+		pg, err := OpenPing(PingSpec{Series: p.Series, Target: spec.Target, Interval: interval, Duration: spec.Duration,
+			Size: int(p.Size), Start: spec.Start})
+		if err != nil {
+			return nil, Started{}, err
+		}
+		pg.Warn = env.Warn
+		return JobFunc(func(ctx context.Context) error { return pg.Run(ctx, env.Emit) }),
+			Started{Timestamps: pg.Timestamps(), Message: pg.Describe()}, nil
+	},
 }

@@ -3,6 +3,7 @@ package runners
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,8 +43,44 @@ func BQLSeries(host, dev, queue, stat string) string {
 	return fmt.Sprintf("bql %s:%s %s %s", host, dev, queue, stat)
 }
 
-// RunQdiscStats samples until ctx ends. Counters are emitted raw; reports take deltas.
-func RunQdiscStats(ctx context.Context, spec QdiscSpec, emit Emit) error {
+// qdiscKind samples the host's watched devices; it takes no parameters.
+var qdiscKind = Kind{
+	Background: true,
+	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		if len(params) > 0 {
+			return nil, nil, fmt.Errorf("qdisc takes no parameters")
+		}
+		return nil, nil, nil
+	},
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
+			return nil, Started{}, err
+		}
+		q := QdiscSpec{Host: spec.Host, Step: spec.Step, Start: spec.Start}
+		for _, d := range spec.Devs {
+			q.Devs = append(q.Devs, d.Name)
+			if d.IFB {
+				q.NoBQL = append(q.NoBQL, d.Name)
+			}
+		}
+		return JobFunc(func(ctx context.Context) error { return RunQdiscStats(ctx, q, env) }), Started{}, nil
+	},
+}
+
+// RunQdiscStats samples until ctx ends. Counters are emitted raw; reports take
+// deltas. Which statistics a qdisc has depends on its kind and the kernel, so each
+// series is declared when first seen.
+func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
+	seen := map[string]bool{}
+	emit := func(s datafile.Series, smp datafile.Sample) {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			if env.Declare != nil {
+				env.Declare(s)
+			}
+		}
+		env.Emit(s.Name, smp)
+	}
 	if spec.Step <= 0 {
 		spec.Step = 0.2
 	}
@@ -73,7 +110,8 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, emit Emit) error {
 				return err
 			}
 			for _, k := range qdisc.SortedKeys(stats) {
-				emit(QdiscSeries(spec.Host, dev, k), datafile.Sample{T: now, V: stats[k]})
+				emit(datafile.Series{Name: QdiscSeries(spec.Host, dev, k), Kind: datafile.KindQdisc, Host: spec.Host, Dev: dev,
+					Stat: k, Units: qdisc.Units(k), Counter: qdisc.IsCounter(k)}, datafile.Sample{T: now, V: stats[k]})
 			}
 			if slices.Contains(spec.NoBQL, dev) {
 				continue
@@ -87,7 +125,8 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, emit Emit) error {
 						continue
 					}
 					if v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
-						emit(BQLSeries(spec.Host, dev, name, f), datafile.Sample{T: now, V: v})
+						emit(datafile.Series{Name: BQLSeries(spec.Host, dev, name, f), Kind: datafile.KindBQL, Host: spec.Host, Dev: dev,
+							Queue: name, Stat: f, Units: qdisc.Units(f), Counter: qdisc.IsCounter(f)}, datafile.Sample{T: now, V: v})
 					}
 				}
 			}

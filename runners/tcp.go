@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -355,4 +356,136 @@ func setCongestion(rc syscall.RawConn, cc string) error {
 // sampleOf is a throughput sample: bytes over an interval ending at now.
 func sampleOf(now time.Time, dur float64, bytes int64) datafile.Sample {
 	return datafile.Sample{T: unix(now), V: float64(bytes) * 8 / dur / 1e6, Dur: dur, Bytes: bytes}
+}
+
+// MaxStreams bounds a test's TCP streams, all jobs and directions together: each
+// stream is a socket and a goroutine on both ends.
+const MaxStreams = 1024
+
+// tcpListenKind is the server side of TCP streams: it binds to its Target and
+// answers with its port; it takes no parameters.
+var tcpListenKind = Kind{
+	Background: true,
+	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		if len(params) > 0 {
+			return nil, nil, fmt.Errorf("tcp-listen takes no parameters")
+		}
+		return nil, nil, nil
+	},
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
+			return nil, Started{}, err
+		}
+		l, err := Listen(ctx, ListenSpec{Addr: spec.Target, Token: spec.Token, Step: spec.Step}, env.Emit)
+		if err != nil {
+			return nil, Started{}, err
+		}
+		return JobFunc(l.Serve), Started{Port: l.Port()}, nil
+	},
+}
+
+// streamsParams are a tcp-streams job's parameters as a test writes them: groups
+// of flows.
+type streamsParams struct {
+	Flows []flowGroup `json:"flows"`
+}
+
+// flowGroup is Count streams one way; CC lists congestion controls given
+// round-robin.
+type flowGroup struct {
+	Direction string    `json:"direction"`
+	Count     wholeNumber `json:"count"`
+	CC        string    `json:"cc,omitempty"`
+}
+
+// streamsPlan is what the agent gets: every flow, named.
+type streamsPlan struct {
+	Flows []StreamFlow `json:"flows"`
+}
+
+// Stream directions; the client side of a tcp-streams job originates every
+// connection.
+const (
+	Upload   = "upload"   // from the job's host to its peer
+	Download = "download" // from the peer to the job's host
+)
+
+// FlowName is a TCP flow's series name, flent's: "TCP download::3".
+func FlowName(direction string, index int) string {
+	return fmt.Sprintf("TCP %s::%d", direction, index)
+}
+
+var tcpStreamsKind = Kind{
+	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		var p streamsParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, nil, err
+		}
+		var plan streamsPlan
+		var series []datafile.Series
+		for i, g := range p.Flows {
+			if g.Direction != Upload && g.Direction != Download {
+				return nil, nil, fmt.Errorf("flows[%d].direction is %q: use %q or %q", i, g.Direction, Upload, Download)
+			}
+			n := int(g.Count)
+			if n < 0 || n > MaxStreams {
+				return nil, nil, fmt.Errorf("flows[%d].count is %d: want a whole number from 0 to %d", i, n, MaxStreams)
+			}
+			if total := pl.Count(Upload) + pl.Count(Download) + n; total > MaxStreams {
+				return nil, nil, fmt.Errorf("flows[%d].count %d makes %d streams in the test: at most %d", i, n, total, MaxStreams)
+			}
+			var ccs []string
+			if g.CC != "" {
+				ccs = strings.Split(g.CC, ",")
+				for _, cc := range ccs {
+					if !validCC(cc) {
+						return nil, nil, fmt.Errorf("flows[%d].cc %q: %q is not a congestion control name", i, g.CC, cc)
+					}
+				}
+			}
+			for k := 0; k < n; k++ {
+				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction}
+				if len(ccs) > 0 {
+					f.CC = ccs[k%len(ccs)]
+				}
+				if err := pl.Claim(f.Name); err != nil {
+					return nil, nil, err
+				}
+				// The receiver counts a stream: the peer for uploads.
+				host := ""
+				if f.Direction == Upload {
+					host = datafile.HostPeer
+				}
+				series = append(series, datafile.Series{Name: f.Name, Kind: datafile.KindTCP, Units: "Mbits/s", Host: host,
+					Direction: f.Direction, Flow: pl.Count(f.Direction), CC: f.CC})
+				plan.Flows = append(plan.Flows, f)
+			}
+		}
+		b, err := json.Marshal(plan)
+		return b, series, err
+	},
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		var p streamsPlan
+		if err := decodeRaw(spec.Params, &p); err != nil {
+			return nil, Started{}, err
+		}
+		if spec.Addr == "" {
+			return nil, Started{}, fmt.Errorf("tcp-streams: no listener to connect to (the job needs connect:)")
+		}
+		s := StreamsSpec{Addr: spec.Addr, Token: spec.Token, Step: spec.Step, Duration: spec.Duration, Flows: p.Flows, Start: spec.Start}
+		return JobFunc(func(ctx context.Context) error { return RunStreams(ctx, s, env.Emit) }), Started{}, nil
+	},
+}
+
+// validCC accepts what the kernel accepts as a TCP_CONGESTION name (TCP_CA_NAME_MAX 16).
+func validCC(s string) bool {
+	if s == "" || len(s) > 15 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -6,13 +6,16 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/runners"
 )
 
 // FuzzParse feeds test definitions to Parse and a --te KEY=VALUE to Resolve.
 // Whatever the bytes: no panic, errors name the file, a definition that parses
 // writes out to one that parses the same, and a plan keeps what a run relies on:
-// flows numbered 1..n per direction, known directions, congestion control names
-// the kernel accepts, at most MaxStreams streams, and something to run.
+// flows numbered 1..n per direction, series names unique, at most MaxStreams
+// streams, and something to run.
 func FuzzParse(f *testing.F) {
 	err := fs.WalkDir(files, ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
@@ -35,10 +38,16 @@ func FuzzParse(f *testing.F) {
 parameters:
   up: {default: "600"}
   down: {default: "600"}
-streams:
-  - {direction: upload, count: up}
-  - {direction: download, count: down}
-ping: true
+jobs:
+  - {name: l, kind: tcp-listen, host: server, target: server}
+  - name: s
+    kind: tcp-streams
+    host: client
+    connect: l
+    params:
+      flows:
+        - {direction: upload, count: "${up}"}
+        - {direction: download, count: "${down}"}
 `), "up", "1")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		const name = "tests/fuzz/test.yaml"
@@ -75,24 +84,33 @@ ping: true
 
 func checkPlan(t *testing.T, d *Definition, plan *Plan) {
 	t.Helper()
-	if len(plan.Flows) == 0 && !plan.Ping {
+	awaited, streams := 0, 0
+	next := map[string]int{"upload": 1, "download": 1}
+	names := map[string]bool{}
+	for _, j := range plan.Jobs {
+		if !j.Background {
+			awaited += len(j.Series)
+		}
+		for _, s := range j.Series {
+			if names[s.Name] {
+				t.Fatalf("series %q planned twice", s.Name)
+			}
+			names[s.Name] = true
+			if s.Kind != datafile.KindTCP {
+				continue
+			}
+			streams++
+			if s.Flow != next[s.Direction] {
+				t.Fatalf("%s is flow %d of its direction, want %d", s.Name, s.Flow, next[s.Direction])
+			}
+			next[s.Direction]++
+		}
+	}
+	if awaited == 0 {
 		t.Fatal("a plan that runs nothing")
 	}
-	if len(plan.Flows) > MaxStreams {
-		t.Fatalf("%d streams, more than MaxStreams (%d)", len(plan.Flows), MaxStreams)
-	}
-	next := map[string]int{Upload: 1, Download: 1}
-	for _, fl := range plan.Flows {
-		if fl.Direction != Upload && fl.Direction != Download {
-			t.Fatalf("flow of direction %q", fl.Direction)
-		}
-		if fl.Index != next[fl.Direction] {
-			t.Fatalf("%s is flow %d of its direction, want %d", fl.Name(), fl.Index, next[fl.Direction])
-		}
-		next[fl.Direction]++
-		if fl.CC != "" && !validCC(fl.CC) {
-			t.Fatalf("%s: congestion control %q", fl.Name(), fl.CC)
-		}
+	if streams > runners.MaxStreams {
+		t.Fatalf("%d streams, more than MaxStreams (%d)", streams, runners.MaxStreams)
 	}
 	for n := range d.Parameters {
 		if _, ok := plan.Parameters[n]; !ok {

@@ -1,76 +1,202 @@
 // Package tests holds bloatbench's test definitions: declarative files, one folder a
-// test, embedded in the binary. A definition says which streams run in which
-// direction and whether ICMP ping runs; parameters (set with --te KEY=VALUE) fill in
-// the numbers.
+// test, embedded in the binary, and test files from disk. A definition is a list of
+// jobs (each names its runner kind, the host it runs on, when it starts and how
+// long it runs, and the kind's parameters), the test's parameters (set with --te
+// KEY=VALUE, referenced as ${NAME}) and the aggregates reports compute. A test may
+// extend another and change only its parameters' defaults, as flent's tcp_4down
+// includes tcp_ndown.
 package tests
 
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/runners"
 )
 
 //go:embed */test.yaml
 var files embed.FS
 
-// Directions a stream can take; the client originates every connection.
+// Host roles a job runs on or aims at.
 const (
-	Upload   = "upload"   // client to server
-	Download = "download" // server to client
+	RoleClient     = "client"
+	RoleServer     = "server"
+	RoleBottleneck = "bottleneck" // every bottleneck host of the inventory
 )
-
-// MaxStreams bounds a test's streams, all directions together: each stream is a
-// socket and a goroutine on both ends.
-const MaxStreams = 1024
 
 // Definition is one test file.
 type Definition struct {
 	Name        string               `yaml:"name"`
-	Description string               `yaml:"description"`
-	Parameters  map[string]Parameter `yaml:"parameters"`
-	Streams     []StreamGroup        `yaml:"streams"`
-	Ping        bool                 `yaml:"ping"`
+	Description string               `yaml:"description,omitempty"`
+	Extends     string               `yaml:"extends,omitempty"`
+	Parameters  map[string]Parameter `yaml:"parameters,omitempty"`
+	Jobs        []JobDef             `yaml:"jobs,omitempty"`
+	Aggregates  []Aggregate          `yaml:"aggregates,omitempty"`
+	// Source is where the definition came from, for errors.
+	Source string `yaml:"-"`
 }
 
 // Parameter of a test, set with --te NAME=VALUE.
 type Parameter struct {
 	Default     string `yaml:"default"`
-	Description string `yaml:"description"`
+	Description string `yaml:"description,omitempty"`
 }
 
-// StreamGroup is a number of streams in one direction; Count and CC name parameters.
-type StreamGroup struct {
-	Direction string `yaml:"direction"`
-	Count     string `yaml:"count"`
-	CC        string `yaml:"cc"`
+// JobDef is one job as a test writes it.
+type JobDef struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"`
+	// Host is the role it runs on: client, server, or bottleneck (each
+	// bottleneck host).
+	Host string `yaml:"host"`
+	// Target is the role whose test address the job aims at (or binds to).
+	Target string `yaml:"target,omitempty"`
+	// Connect names an earlier job this one connects to (a listener).
+	Connect string `yaml:"connect,omitempty"`
+	// Start and Duration are sums of seconds and the run's delay, length and total
+	// ("delay", "total - delay", "2"); they default to 0 and total.
+	Start    string         `yaml:"start,omitempty"`
+	Duration string         `yaml:"duration,omitempty"`
+	Params   map[string]any `yaml:"params,omitempty"`
 }
 
-// Flow is one TCP stream of a resolved test.
-type Flow struct {
-	Direction string
-	Index     int // 1-based within its direction
-	CC        string
+// Aggregate is a series a report computes from others: the sum or average of the
+// series whose names match a glob, or Jain's fairness index among them.
+type Aggregate struct {
+	Name   string `yaml:"name"`
+	Op     string `yaml:"op"` // sum, avg, fairness
+	Series string `yaml:"series"`
 }
 
-// Name is the flow's series name, flent's: "TCP download::3".
-func (f Flow) Name() string { return fmt.Sprintf("TCP %s::%d", f.Direction, f.Index) }
-
-// Plan is a definition with its parameters resolved.
+// Plan is a definition with its parameters resolved: the jobs a run starts.
 type Plan struct {
 	Test       string
 	Parameters map[string]string
-	Flows      []Flow
-	Ping       bool
+	Jobs       []Job
+	Aggregates []Aggregate
 }
 
+// Job is one planned job.
+type Job struct {
+	Name, Kind, Host, Target, Connect string
+	Start, Duration                   Expr
+	// Params are the kind's own, resolved; Series what the job yields (Host "" is
+	// the job's own host, datafile.HostPeer its target's).
+	Params     json.RawMessage
+	Series     []datafile.Series
+	Background bool
+}
+
+// Expr is a time in a test: a sum of terms, each a number of seconds or one of
+// delay, length and total.
+type Expr []term
+
+type term struct {
+	sign  float64
+	value float64
+	name  string // "" for a number
+}
+
+// Timing is what an Expr is evaluated with: the run's delay and length, seconds.
+type Timing struct{ Delay, Length float64 }
+
+// Eval gives the expression's seconds.
+func (e Expr) Eval(t Timing) float64 {
+	var v float64
+	for _, x := range e {
+		switch x.name {
+		case "delay":
+			v += x.sign * t.Delay
+		case "length":
+			v += x.sign * t.Length
+		case "total":
+			v += x.sign * (t.Length + 2*t.Delay)
+		default:
+			v += x.sign * x.value
+		}
+	}
+	return v
+}
+
+func (e Expr) String() string {
+	var b strings.Builder
+	for i, x := range e {
+		switch {
+		case i > 0 && x.sign < 0:
+			b.WriteString(" - ")
+		case i > 0:
+			b.WriteString(" + ")
+		case x.sign < 0:
+			b.WriteString("-")
+		}
+		if x.name != "" {
+			b.WriteString(x.name)
+		} else {
+			b.WriteString(strconv.FormatFloat(x.value, 'g', -1, 64))
+		}
+	}
+	return b.String()
+}
+
+// parseExpr reads "delay", "total - delay", "2.5", "delay + 1"; empty gives def.
+func parseExpr(s, def string) (Expr, error) {
+	if strings.TrimSpace(s) == "" {
+		s = def
+	}
+	var e Expr
+	sign := 1.0
+	expectTerm := true
+	for _, tok := range strings.Fields(strings.NewReplacer("+", " + ", "-", " - ").Replace(s)) {
+		switch {
+		case tok == "+" || tok == "-":
+			if tok == "-" {
+				sign = -sign
+			}
+			if !expectTerm && len(e) == 0 {
+				return nil, fmt.Errorf("%q: not a time", s)
+			}
+			expectTerm = true
+		case !expectTerm:
+			return nil, fmt.Errorf("%q: terms must be joined by + or -", s)
+		case tok == "delay" || tok == "length" || tok == "total":
+			e = append(e, term{sign: sign, name: tok})
+			sign, expectTerm = 1, false
+		default:
+			v, err := strconv.ParseFloat(tok, 64)
+			if err != nil || v < 0 || v > 1e6 || v != v {
+				return nil, fmt.Errorf("%q: %q is neither seconds nor delay, length or total", s, tok)
+			}
+			e = append(e, term{sign: sign, value: v})
+			sign, expectTerm = 1, false
+		}
+	}
+	if expectTerm {
+		return nil, fmt.Errorf("%q: not a time (write seconds, delay, length or total, joined by + or -)", s)
+	}
+	return e, nil
+}
+
+var (
+	paramRef = regexp.MustCompile(`\$\{([^}]*)\}`)
+	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+)
+
 // Parse reads and checks a definition; name is where it came from, for errors.
+// Parsed alone, a definition that extends another is checked as far as it can be.
 func Parse(name string, data []byte) (*Definition, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -78,42 +204,129 @@ func Parse(name string, data []byte) (*Definition, error) {
 	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	d.Source = name
 	if d.Name == "" {
 		return nil, fmt.Errorf("%s: missing key \"name\"", name)
 	}
-	for i, g := range d.Streams {
-		if g.Direction != Upload && g.Direction != Download {
-			return nil, fmt.Errorf("%s: streams[%d].direction is %q: use %q or %q", name, i, g.Direction, Upload, Download)
+	for p := range d.Parameters {
+		if !nameRE.MatchString(p) {
+			return nil, fmt.Errorf("%s: parameters.%s: a parameter name is lower case letters, digits and _", name, p)
 		}
-		for key, p := range map[string]string{"count": g.Count, "cc": g.CC} {
-			if p == "" && key == "cc" {
-				continue
-			}
-			if _, ok := d.Parameters[p]; !ok {
-				return nil, fmt.Errorf("%s: streams[%d].%s names parameter %q, which is not under parameters", name, i, key, p)
-			}
+	}
+	if d.Extends == "" || len(d.Jobs) > 0 {
+		if err := d.check(); err != nil {
+			return nil, err
 		}
 	}
 	return &d, nil
 }
 
-// All returns every embedded definition, sorted by name.
+// check checks the jobs against the registry and the parameters.
+func (d *Definition) check() error {
+	kinds := runners.Kinds()
+	if len(d.Jobs) == 0 {
+		return fmt.Errorf("%s: no jobs: a test lists what it runs under jobs:", d.Source)
+	}
+	seen := map[string]bool{}
+	for i, j := range d.Jobs {
+		key := fmt.Sprintf("%s: jobs[%d]", d.Source, i)
+		if j.Name == "" || strings.ContainsAny(j.Name, "/ \t\n") {
+			return fmt.Errorf("%s.name %q: name each job, without spaces or /", key, j.Name)
+		}
+		if seen[j.Name] {
+			return fmt.Errorf("%s.name: a second job named %q", key, j.Name)
+		}
+		k, ok := kinds[j.Kind]
+		if !ok {
+			return fmt.Errorf("%s.kind %q: the kinds are %s", key, j.Kind, strings.Join(runners.KindNames(), ", "))
+		}
+		switch j.Host {
+		case RoleClient, RoleServer, RoleBottleneck:
+		default:
+			return fmt.Errorf("%s.host %q: use %s, %s or %s", key, j.Host, RoleClient, RoleServer, RoleBottleneck)
+		}
+		switch j.Target {
+		case "", RoleClient, RoleServer:
+		default:
+			return fmt.Errorf("%s.target %q: use %s or %s", key, j.Target, RoleClient, RoleServer)
+		}
+		if j.Connect != "" && !seen[j.Connect] {
+			return fmt.Errorf("%s.connect %q: name a job listed before this one", key, j.Connect)
+		}
+		if k.Background && (j.Duration != "") {
+			return fmt.Errorf("%s.duration: a %s job runs until the run ends", key, j.Kind)
+		}
+		for field, s := range map[string]string{"start": j.Start, "duration": j.Duration} {
+			if _, err := parseExpr(s, "0"); err != nil {
+				return fmt.Errorf("%s.%s: %w", key, field, err)
+			}
+		}
+		if err := d.checkRefs(fmt.Sprintf("%s.params", key), j.Params); err != nil {
+			return err
+		}
+		seen[j.Name] = true
+	}
+	for i, a := range d.Aggregates {
+		key := fmt.Sprintf("%s: aggregates[%d]", d.Source, i)
+		switch {
+		case a.Name == "":
+			return fmt.Errorf("%s.name: name the aggregate's series", key)
+		case a.Op != "sum" && a.Op != "avg" && a.Op != "fairness":
+			return fmt.Errorf("%s.op %q: use sum, avg or fairness", key, a.Op)
+		}
+		if _, err := path.Match(a.Series, ""); err != nil || a.Series == "" {
+			return fmt.Errorf("%s.series %q: a glob of series names, e.g. \"TCP download::*\"", key, a.Series)
+		}
+	}
+	return nil
+}
+
+// checkRefs checks that every ${NAME} in v names a parameter.
+func (d *Definition) checkRefs(key string, v any) error {
+	var err error
+	walkStrings(v, func(s string) string {
+		for _, m := range paramRef.FindAllStringSubmatch(s, -1) {
+			if _, ok := d.Parameters[m[1]]; !ok && err == nil {
+				err = fmt.Errorf("%s: ${%s} names no parameter (the parameters are %s)", key, m[1], strings.Join(d.ParamNames(), ", "))
+			}
+		}
+		return s
+	})
+	return err
+}
+
+// walkStrings replaces every string in a YAML value by f of it.
+func walkStrings(v any, f func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return f(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = walkStrings(e, f)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = walkStrings(e, f)
+		}
+		return out
+	}
+	return v
+}
+
+// All returns every embedded definition, sorted by name, each with what it
+// extends filled in.
 func All() ([]*Definition, error) {
 	var out []*Definition
 	err := fs.WalkDir(files, ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || path.Base(p) != "test.yaml" {
 			return err
 		}
-		data, err := files.ReadFile(p)
+		d, err := embedded(path.Dir(p))
 		if err != nil {
 			return err
-		}
-		d, err := Parse("tests/"+p, data)
-		if err != nil {
-			return err
-		}
-		if d.Name != path.Dir(p) {
-			return fmt.Errorf("tests/%s: name %q differs from its folder", p, d.Name)
 		}
 		out = append(out, d)
 		return nil
@@ -125,8 +338,42 @@ func All() ([]*Definition, error) {
 	return out, nil
 }
 
-// Get returns the named definition.
+// embedded reads the embedded test name, resolving what it extends.
+func embedded(name string) (*Definition, error) {
+	p := name + "/test.yaml"
+	data, err := files.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Parse("tests/"+p, data)
+	if err != nil {
+		return nil, err
+	}
+	if d.Name != name {
+		return nil, fmt.Errorf("tests/%s: name %q differs from its folder", p, d.Name)
+	}
+	return d.inherit(map[string]bool{d.Name: true})
+}
+
+// IsFile says whether a test argument names a file rather than a built-in test.
+func IsFile(arg string) bool {
+	return strings.ContainsRune(arg, filepath.Separator) || strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")
+}
+
+// Get returns the named definition: a built-in test, or a test file from disk
+// when the argument is a path (./my_test.yaml).
 func Get(name string) (*Definition, error) {
+	if IsFile(name) {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("test file: %w", err)
+		}
+		d, err := Parse(name, data)
+		if err != nil {
+			return nil, err
+		}
+		return d.inherit(map[string]bool{name: true})
+	}
 	all, err := All()
 	if err != nil {
 		return nil, err
@@ -138,7 +385,65 @@ func Get(name string) (*Definition, error) {
 		}
 		names = append(names, d.Name)
 	}
-	return nil, fmt.Errorf("unknown test %q: the tests are %s (bloatbench tests lists them)", name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("unknown test %q: the tests are %s (bloatbench tests lists them), or give a test file's path", name, strings.Join(names, ", "))
+}
+
+// inherit fills in what d extends: the parent's jobs and aggregates when d has
+// none, its parameters under d's (a parameter d names keeps the parent's
+// description unless it gives one). seen stops a loop.
+func (d *Definition) inherit(seen map[string]bool) (*Definition, error) {
+	if d.Extends == "" {
+		return d, nil
+	}
+	if seen[d.Extends] {
+		return nil, fmt.Errorf("%s: extends %q, which extends it back", d.Source, d.Extends)
+	}
+	seen[d.Extends] = true
+	var parent *Definition
+	var err error
+	if IsFile(d.Extends) {
+		p := d.Extends
+		if !filepath.IsAbs(p) && !strings.HasPrefix(d.Source, "tests/") {
+			p = filepath.Join(filepath.Dir(d.Source), p)
+		}
+		var data []byte
+		if data, err = os.ReadFile(p); err == nil {
+			if parent, err = Parse(p, data); err == nil {
+				parent, err = parent.inherit(seen)
+			}
+		}
+	} else if _, ferr := fs.Stat(files, d.Extends+"/test.yaml"); ferr == nil {
+		parent, err = embedded(d.Extends)
+	} else {
+		err = errors.New("no such built-in test")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: extends %q: %w", d.Source, d.Extends, err)
+	}
+	out := *d
+	out.Parameters = map[string]Parameter{}
+	for n, p := range parent.Parameters {
+		out.Parameters[n] = p
+	}
+	for n, p := range d.Parameters {
+		if _, ok := parent.Parameters[n]; ok && p.Description == "" {
+			p.Description = parent.Parameters[n].Description
+		}
+		out.Parameters[n] = p
+	}
+	if len(out.Jobs) == 0 {
+		out.Jobs = parent.Jobs
+	}
+	if len(out.Aggregates) == 0 {
+		out.Aggregates = parent.Aggregates
+	}
+	if out.Description == "" {
+		out.Description = parent.Description
+	}
+	if err := out.check(); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ParamNames returns the definition's parameter names, sorted.
@@ -151,7 +456,11 @@ func (d *Definition) ParamNames() []string {
 	return names
 }
 
-// Resolve applies --te values (KEY=VALUE already split) to the definition.
+// defaultSamplers run in every test: the bottlenecks' qdisc and BQL statistics.
+var defaultSamplers = []JobDef{{Name: "qdisc", Kind: "qdisc", Host: RoleBottleneck}}
+
+// Resolve applies --te values (KEY=VALUE already split) to the definition: every
+// ${NAME} takes its value, and each job's kind plans its parameters and series.
 func (d *Definition) Resolve(set map[string]string) (*Plan, error) {
 	params := map[string]string{}
 	for n, p := range d.Parameters {
@@ -164,49 +473,85 @@ func (d *Definition) Resolve(set map[string]string) (*Plan, error) {
 		}
 		params[k] = v
 	}
-	plan := &Plan{Test: d.Name, Parameters: params, Ping: d.Ping}
-	index := map[string]int{}
-	for _, g := range d.Streams {
-		n, err := strconv.Atoi(params[g.Count])
-		if err != nil || n < 0 || n > MaxStreams {
-			return nil, fmt.Errorf("test %s: parameter %s=%q: want a whole number from 0 to %d", d.Name, g.Count, params[g.Count], MaxStreams)
+	plan := &Plan{Test: d.Name, Parameters: params, Aggregates: d.Aggregates}
+	kinds := runners.Kinds()
+	pl := runners.NewPlanner()
+	yields := 0
+	for _, j := range append(append([]JobDef(nil), d.Jobs...), defaultSamplers...) {
+		k := kinds[j.Kind]
+		// A parameter's value is put in as it is: the kind checks its type and
+		// the error names the parameter.
+		used := map[string]bool{}
+		sub, _ := walkStrings(j.Params, func(s string) string {
+			return paramRef.ReplaceAllStringFunc(s, func(ref string) string {
+				n := ref[2 : len(ref)-1]
+				used[n] = true
+				return params[n]
+			})
+		}).(map[string]any)
+		raw, series, err := k.Plan(sub, pl)
+		if err != nil {
+			return nil, fmt.Errorf("test %s: job %s: %w%s", d.Name, j.Name, err, setBy(used, params))
 		}
-		var ccs []string
-		if g.CC != "" && params[g.CC] != "" {
-			ccs = strings.Split(params[g.CC], ",")
-			for _, cc := range ccs {
-				if !validCC(cc) {
-					return nil, fmt.Errorf("test %s: parameter %s=%q: %q is not a congestion control name", d.Name, g.CC, params[g.CC], cc)
-				}
-			}
+		durDef := "total"
+		if k.Background {
+			durDef = "0"
 		}
-		if total := len(plan.Flows) + n; total > MaxStreams {
-			return nil, fmt.Errorf("test %s: parameter %s=%q makes %d streams in all: at most %d", d.Name, g.Count, params[g.Count], total, MaxStreams)
+		start, err := parseExpr(j.Start, "0")
+		if err != nil {
+			return nil, fmt.Errorf("test %s: job %s: start: %w", d.Name, j.Name, err)
 		}
-		for i := 0; i < n; i++ {
-			index[g.Direction]++
-			f := Flow{Direction: g.Direction, Index: index[g.Direction]}
-			if len(ccs) > 0 {
-				f.CC = ccs[i%len(ccs)]
-			}
-			plan.Flows = append(plan.Flows, f)
+		dur, err := parseExpr(j.Duration, durDef)
+		if err != nil {
+			return nil, fmt.Errorf("test %s: job %s: duration: %w", d.Name, j.Name, err)
 		}
+		if !k.Background {
+			yields += len(series)
+		}
+		plan.Jobs = append(plan.Jobs, Job{Name: j.Name, Kind: j.Kind, Host: j.Host, Target: j.Target, Connect: j.Connect,
+			Start: start, Duration: dur, Params: raw, Series: series, Background: k.Background})
 	}
-	if len(plan.Flows) == 0 && !plan.Ping {
+	if yields == 0 {
 		return nil, fmt.Errorf("test %s with these parameters runs nothing", d.Name)
 	}
 	return plan, nil
 }
 
-// validCC accepts what the kernel accepts as a TCP_CONGESTION name (TCP_CA_NAME_MAX 16).
-func validCC(s string) bool {
-	if s == "" || len(s) > 15 {
-		return false
+// setBy says which parameters went into a job that failed to plan.
+func setBy(used map[string]bool, params map[string]string) string {
+	var parts []string
+	for n := range used {
+		parts = append(parts, fmt.Sprintf("%s=%q", n, params[n]))
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	return " (parameters " + strings.Join(parts, ", ") + ")"
+}
+
+// Series lists every series the plan declares up front, in job order.
+func (p *Plan) Series() []datafile.Series {
+	var out []datafile.Series
+	for _, j := range p.Jobs {
+		out = append(out, j.Series...)
+	}
+	return out
+}
+
+// Describe says what the plan's awaited jobs yield, for the log: "4 tcp, 1 ping".
+func (p *Plan) Describe() string {
+	n := map[string]int{}
+	var kinds []string
+	for _, s := range p.Series() {
+		if n[s.Kind] == 0 {
+			kinds = append(kinds, s.Kind)
 		}
+		n[s.Kind]++
 	}
-	return true
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,32 +1,113 @@
 package tests
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
 )
+
+// flows gives a plan's TCP series names and congestion controls, in order.
+func flows(p *Plan) (names, ccs []string) {
+	for _, s := range p.Series() {
+		if s.Kind == datafile.KindTCP {
+			names = append(names, s.Name)
+			ccs = append(ccs, s.CC)
+		}
+	}
+	return names, ccs
+}
 
 func TestEmbeddedDefinitions(t *testing.T) {
 	all, err := All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"tcp_nup": 1, "tcp_ndown": 1, "tcp_4down": 4, "tcp_128down": 128}
+	want := map[string][]string{
+		"tcp_nup":           {"TCP upload::1"},
+		"tcp_1up":           {"TCP upload::1"},
+		"tcp_4up":           {"TCP upload::1", "TCP upload::2", "TCP upload::3", "TCP upload::4"},
+		"tcp_ndown":         {"TCP download::1"},
+		"tcp_4down":         {"TCP download::1", "TCP download::2", "TCP download::3", "TCP download::4"},
+		"tcp_8down":         {"TCP download::1", "TCP download::2", "TCP download::3", "TCP download::4", "TCP download::5", "TCP download::6", "TCP download::7", "TCP download::8"},
+		"tcp_bidirectional": {"TCP download::1", "TCP upload::1"},
+		"tcp_2up_delay":     {"TCP upload::1", "TCP upload::2"},
+	}
 	for _, d := range all {
-		n, ok := want[d.Name]
-		if !ok {
-			continue
-		}
-		delete(want, d.Name)
 		p, err := d.Resolve(nil)
 		if err != nil {
 			t.Fatalf("%s: %v", d.Name, err)
 		}
-		if len(p.Flows) != n || !p.Ping {
-			t.Errorf("%s: %d flows, ping %v; want %d and ping", d.Name, len(p.Flows), p.Ping, n)
+		names, _ := flows(p)
+		if d.Name == "tcp_128down" && len(names) != 128 {
+			t.Errorf("tcp_128down: %d flows", len(names))
+		}
+		if w, ok := want[d.Name]; ok {
+			delete(want, d.Name)
+			if strings.Join(names, ",") != strings.Join(w, ",") {
+				t.Errorf("%s: flows %v, want %v", d.Name, names, w)
+			}
+		}
+		ping := 0
+		for _, s := range p.Series() {
+			if s.Kind == datafile.KindPing {
+				ping++
+			}
+		}
+		if ping != 1 {
+			t.Errorf("%s: %d ping series", d.Name, ping)
+		}
+		if last := p.Jobs[len(p.Jobs)-1]; last.Kind != "qdisc" || last.Host != RoleBottleneck {
+			t.Errorf("%s: the bottleneck sampler is not planned: %+v", d.Name, last)
 		}
 	}
 	if len(want) != 0 {
 		t.Errorf("missing tests: %v", want)
+	}
+}
+
+// Starts and durations: flent's tcp_2up_delay runs its second flow from delay for
+// length; the first runs the whole time.
+func TestJobTimes(t *testing.T) {
+	d, err := Get("tcp_2up_delay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := Timing{Delay: 5, Length: 60}
+	got := map[string][2]float64{}
+	for _, j := range p.Jobs {
+		got[j.Name] = [2]float64{j.Start.Eval(tm), j.Duration.Eval(tm)}
+	}
+	want := map[string][2]float64{"listen": {0, 0}, "ping": {0, 70}, "first": {0, 70}, "second": {5, 60}, "qdisc": {0, 0}}
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("job %s: start, duration %v, want %v", n, got[n], w)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want float64
+		err  string
+	}{
+		{"total - delay", 65, ""}, {"2.5", 2.5, ""}, {"delay+1", 6, ""}, {"-delay + length", 55, ""},
+		{"delay delay", 0, "joined by + or -"}, {"soon", 0, "neither seconds"}, {"delay +", 0, "not a time"}, {"1e9", 0, "neither"},
+	} {
+		e, err := parseExpr(c.in, "0")
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || e.Eval(tm) != c.want {
+			t.Errorf("%q = %v (%v), want %v", c.in, e.Eval(tm), err, c.want)
+		}
 	}
 }
 
@@ -48,8 +129,8 @@ func TestResolve(t *testing.T) {
 		{"cc round robin", map[string]string{"download_streams": "3", "cc": "cubic,reno"},
 			[]string{"TCP download::1", "TCP download::2", "TCP download::3"}, []string{"cubic", "reno", "cubic"}, ""},
 		{"unknown key", map[string]string{"upload_streams": "4"}, nil, nil, `no parameter "upload_streams"`},
-		{"not a number", map[string]string{"download_streams": "four"}, nil, nil, "whole number"},
-		{"too many", map[string]string{"download_streams": "5000"}, nil, nil, "whole number"},
+		{"not a number", map[string]string{"download_streams": "four"}, nil, nil, `"four" is not a whole number (parameters cc="", download_streams="four")`},
+		{"too many", map[string]string{"download_streams": "5000"}, nil, nil, "whole number from 0 to 1024"},
 		{"bad cc", map[string]string{"cc": "cubic;reboot"}, nil, nil, "congestion control"},
 		{"nothing", map[string]string{"download_streams": "0"}, nil, nil, ""},
 	}
@@ -65,15 +146,60 @@ func TestResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(p.Flows) != len(c.flows) {
-				t.Fatalf("flows %v", p.Flows)
-			}
-			for i, f := range p.Flows {
-				if f.Name() != c.flows[i] || f.CC != c.ccs[i] {
-					t.Errorf("flow %d = %s cc %q", i, f.Name(), f.CC)
-				}
+			names, ccs := flows(p)
+			if strings.Join(names, ",") != strings.Join(c.flows, ",") || strings.Join(ccs, ",") != strings.Join(c.ccs, ",") {
+				t.Errorf("flows %v ccs %q, want %v %q", names, ccs, c.flows, c.ccs)
 			}
 		})
+	}
+}
+
+// A test file from disk runs as the embedded ones do, may extend one, and may
+// extend a file beside it.
+func TestTestFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := write("six.yaml", "name: six\nextends: tcp_ndown\nparameters:\n  download_streams: {default: \"6\"}\n")
+	child := write("six_cubic.yaml", "name: six_cubic\nextends: ./six.yaml\nparameters:\n  cc: {default: cubic}\n")
+	loop := write("loop.yaml", "name: loop\nextends: ./loop.yaml\n")
+	for _, c := range []struct {
+		path  string
+		flows int
+		cc    string
+		err   string
+	}{
+		{base, 6, "", ""},
+		{child, 6, "cubic", ""},
+		{loop, 0, "", "extends it back"},
+		{filepath.Join(dir, "missing.yaml"), 0, "", "no such file"},
+	} {
+		d, err := Get(c.path)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", c.path, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Parameters["download_streams"].Description == "" {
+			t.Errorf("%s: the parameter's description was not inherited", c.path)
+		}
+		p, err := d.Resolve(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, ccs := flows(p)
+		if len(names) != c.flows || ccs[0] != c.cc {
+			t.Errorf("%s: flows %v ccs %v", c.path, names, ccs)
+		}
 	}
 }
 
@@ -81,9 +207,17 @@ func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
 		"name: x\nbogus: 1\n": "field bogus not found",
 		"description: y\n":    `missing key "name"`,
-		"name: x\nstreams:\n  - {direction: sideways, count: n}\n":                                    "direction",
-		"name: x\nstreams:\n  - {direction: upload, count: n}\n":                                      `names parameter "n"`,
-		"name: x\nparameters: {n: {default: '1'}}\nstreams: [{direction: upload, count: n, cc: c}]\n": `names parameter "c"`,
+		"name: x\n":           "no jobs",
+		"name: x\njobs: [{name: a, kind: teleport, host: client}]\n":                                            `kind "teleport"`,
+		"name: x\njobs: [{name: a, kind: ping, host: router}]\n":                                                `host "router"`,
+		"name: x\njobs: [{name: a, kind: ping, host: client, target: bottleneck}]\n":                            `target "bottleneck"`,
+		"name: x\njobs: [{name: a, kind: ping, host: client}, {name: a, kind: ping, host: client}]\n":           `second job named "a"`,
+		"name: x\njobs: [{name: a, kind: tcp-streams, host: client, connect: l}]\n":                             `connect "l"`,
+		"name: x\njobs: [{name: a, kind: ping, host: client, start: soon}]\n":                                   `jobs[0].start`,
+		"name: x\njobs: [{name: a, kind: qdisc, host: client, duration: '2'}]\n":                                "runs until the run ends",
+		"name: x\njobs: [{name: a, kind: ping, host: client, params: {series: '${n}'}}]\n":                      `${n} names no parameter`,
+		"name: x\njobs: [{name: a, kind: ping, host: client}]\naggregates: [{name: s, op: max, series: '*'}]\n": `op "max"`,
+		"name: x\nparameters: {N: {default: '1'}}\njobs: [{name: a, kind: ping, host: client}]\n":               "parameters.N",
 	}
 	for in, want := range cases {
 		_, err := Parse("tests/x/test.yaml", []byte(in))

@@ -1,0 +1,162 @@
+package runners
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// JobSpec is what an agent is given to start a job of any kind: the fields every
+// kind shares, which the controller fills in without knowing the kind, and the
+// kind's own parameters (Params), which only the kind reads.
+type JobSpec struct {
+	Kind string `json:"kind"`
+	// Start is when the job starts, Unix seconds on this host's clock (the
+	// controller converts the run's t0 plus the job's offset); 0 = at once.
+	Start float64 `json:"start,omitempty"`
+	// Duration is how long it runs, seconds; a background kind runs until stopped.
+	Duration float64 `json:"duration,omitempty"`
+	// Step is the run's sampling interval, seconds.
+	Step float64 `json:"step"`
+	// Target is the test address of the host the job aims at (or binds to).
+	Target string `json:"target,omitempty"`
+	// Addr is host:port of the job this one connects to, and Token the secret that
+	// job's connections must present.
+	Addr  string `json:"addr,omitempty"`
+	Token string `json:"token,omitempty"`
+	// Host is the inventory's name for this host: per-host series carry it.
+	Host string `json:"host,omitempty"`
+	// Devs are the devices of this host the run watches (its bottlenecks, their
+	// IFBs, its path devices).
+	Devs []Dev `json:"devs,omitempty"`
+	// Params are the kind's own, as Kind.Plan resolved them.
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// Dev is a device a run watches on a host.
+type Dev struct {
+	Name string `json:"name"`
+	// IFB is set for an intermediate functional block: its byte_queue_limits files
+	// exist, but the ifb driver never accounts to them.
+	IFB bool `json:"ifb,omitempty"`
+}
+
+// Env is how a running job reports: samples, series it finds as it runs (a
+// sampler learns a qdisc's statistics from the kernel), and warnings for the data
+// file. All three are safe for concurrent use.
+type Env struct {
+	Emit    Emit
+	Declare func(datafile.Series)
+	Warn    func(msg string)
+}
+
+// Started is what a kind says once its job is ready to run: the port it listens
+// on, where its timestamps come from, a line for the log.
+type Started struct {
+	Port       int    `json:"port,omitempty"`
+	Timestamps string `json:"timestamps,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// Job is a started job; Run runs it until it is done or ctx ends.
+type Job interface {
+	Run(ctx context.Context) error
+}
+
+// JobFunc is a Job that is a function.
+type JobFunc func(ctx context.Context) error
+
+// Run calls f.
+func (f JobFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// Kind is one kind of job: how the controller plans it and how an agent runs it.
+type Kind struct {
+	// Plan checks a job's parameters on the controller, before any host is
+	// touched, and returns the parameters the agent gets and the series the job
+	// yields. The planner numbers flows across a test's jobs.
+	Plan func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error)
+	// Start opens what the job needs (sockets, files) and returns it ready to run;
+	// it runs on the agent.
+	Start func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error)
+	// Background kinds run until the run stops them (a listener, a sampler); the
+	// others end by themselves, and the run waits for them.
+	Background bool
+}
+
+// Kinds is the registry: every kind of job by name. A new workload is a runner
+// file and one line here.
+func Kinds() map[string]Kind {
+	return map[string]Kind{
+		"tcp-listen":  tcpListenKind,
+		"tcp-streams": tcpStreamsKind,
+		"ping":        pingKind,
+		"qdisc":       qdiscKind,
+		"cpu":         cpuKind,
+	}
+}
+
+// KindNames lists the registered kinds, sorted, for errors.
+func KindNames() []string {
+	var names []string
+	for n := range Kinds() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Planner carries what planning one test's jobs shares: flow numbers and series
+// names.
+type Planner struct {
+	next   map[string]int
+	series map[string]bool
+}
+
+// NewPlanner starts planning a test.
+func NewPlanner() *Planner {
+	return &Planner{next: map[string]int{}, series: map[string]bool{}}
+}
+
+// Next numbers flows of one key (a direction) across the test's jobs, from 1.
+func (pl *Planner) Next(key string) int {
+	pl.next[key]++
+	return pl.next[key]
+}
+
+// Claim takes a series name; a name two jobs would yield is an error.
+func (pl *Planner) Claim(name string) error {
+	if pl.series[name] {
+		return fmt.Errorf("series %q would be yielded twice", name)
+	}
+	pl.series[name] = true
+	return nil
+}
+
+// Count is how many flows of key have been numbered.
+func (pl *Planner) Count(key string) int { return pl.next[key] }
+
+// decodeParams turns a job's parameters (from YAML, through JSON) into the kind's
+// own type, refusing keys it does not know: a typo must not run a different test.
+func decodeParams(params any, into any) error {
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	return decodeRaw(b, into)
+}
+
+func decodeRaw(b json.RawMessage, into any) error {
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("parameters: %w", err)
+	}
+	return nil
+}

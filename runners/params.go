@@ -1,0 +1,37 @@
+package runners
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// wholeNumber is a parameter that is a whole number, written as a number or as a
+// string (a test parameter's value is a string: count: ${download_streams}).
+type wholeNumber int
+
+func (n *wholeNumber) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%s is not a whole number", b)
+	}
+	*n = wholeNumber(v)
+	return nil
+}
+
+// seconds is a duration parameter in seconds, written as a number or a string.
+type seconds float64
+
+func (d *seconds) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%s is not a number of seconds", b)
+	}
+	*d = seconds(v)
+	return nil
+}
+
+var _ json.Unmarshaler = (*wholeNumber)(nil)
