@@ -216,14 +216,14 @@ func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Write
 			continue
 		}
 		facts := string(out)
-		fmt.Fprintf(log, "ok   %s (%s): login shell %.2fs; %s\n", name, h.SSH, ep.proc.ShellStart.Seconds(), strings.Join(strings.Split(strings.TrimSpace(facts), "\n"), "; "))
+		fmt.Fprintf(log, "ok   %s (%s): login shell %.2fs; %s\n", name, h.SSH, ep.proc.started().shellStart.Seconds(), strings.Join(strings.Split(strings.TrimSpace(facts), "\n"), "; "))
 		via := ""
-		if ep.proc.Sudo {
+		if ep.proc.started().sudo {
 			via = "sudo"
 		}
 		var rb [4]byte
 		rand.Read(rb[:])
-		out, err = ep.Output(ctx, remote.Command("sh", "-c", accessScript, "sh", ep.proc.Path, via, "bbchk-"+hex.EncodeToString(rb[:])), nil)
+		out, err = ep.Output(ctx, remote.Command("sh", "-c", accessScript, "sh", ep.proc.started().path, via, "bbchk-"+hex.EncodeToString(rb[:])), nil)
 		if err != nil {
 			add("%v", err)
 			continue
@@ -232,7 +232,7 @@ func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Write
 		fmt.Fprintf(log, "ok   %s: %s\n", name, acc)
 		if !acc.sudoOK && len(setups) > 0 && (s.o.isBottleneck(name) || s.o.SetsSysctls) {
 			add("the setups need root on %s, and sudo -n refuses the agent: allow it with the sudoers line %s", name,
-				remote.SudoersLine(acc.user, ep.proc.Path, h.AgentPath != ""))
+				remote.SudoersLine(acc.user, ep.proc.started().path, h.AgentPath != ""))
 		}
 		txq, bql := map[string]int{}, map[string]bool{}
 		for _, line := range strings.Split(facts, "\n") {

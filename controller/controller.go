@@ -40,6 +40,9 @@ type Options struct {
 	Delay     time.Duration
 	OutputDir string
 	Dialer    *remote.Dialer
+	// dial, when set, connects to a host instead of Dialer: a test's fake hosts,
+	// whose agents run in the test's process. Like Dialer, it is the session's.
+	dial func(ctx context.Context, h *inventory.Host) (hostConn, error)
 	// Self is the controller's executable and SelfHash its SHA-256: what is copied
 	// to endpoints as the agent.
 	Self, SelfHash string
@@ -105,8 +108,8 @@ type endpoint struct {
 	role  string
 	label string // "server (root@198.19.0.6)"
 	host  *inventory.Host
-	conn  *remote.Conn
-	proc  *remote.Agent
+	conn  hostConn
+	proc  agentProc
 	agent *agent.Client
 	hello *agent.Hello
 	info  datafile.Host
@@ -121,7 +124,7 @@ type endpoint struct {
 // Output runs a command on the host through its agent: no new SSH session, so no
 // login shell, per command. Endpoints are what qdisc's operations run on.
 func (ep *endpoint) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
-	return ep.agent.Output(ctx, cmd, stdin, ep.conn.Target.CommandTimeout)
+	return ep.agent.Output(ctx, cmd, stdin, ep.conn.commandTimeout())
 }
 
 // aliveWithin bounds the probe that tells a frozen host from a slow command.
@@ -406,18 +409,18 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 	ep.label = fmt.Sprintf("%s (%s)", ep.host.Name, ep.host.SSH)
 	ep.broken, ep.warnings = false, nil
 	o.logf("connecting to %s", ep.label)
-	conn, err := o.Dialer.Dial(ctx, ep.host)
+	conn, err := o.dialHost(ctx, ep.host)
 	if err != nil {
 		return err
 	}
 	ep.conn = conn
-	sudo, err := ep.host.UseSudo(conn.Target.User, o.ChangesDevices && (o.SetsSysctls || o.isBottleneck(ep.host.Name)))
+	sudo, err := ep.host.UseSudo(conn.user(), o.ChangesDevices && (o.SetsSysctls || o.isBottleneck(ep.host.Name)))
 	if err != nil {
 		return err
 	}
 	// The agent lives as long as this session: when the controller goes, its stdin
 	// closes and it stops every runner.
-	proc, err := conn.StartAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: o.SelfHash, AgentPath: ep.host.AgentPath, Sudo: sudo,
+	proc, err := conn.startAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: o.SelfHash, AgentPath: ep.host.AgentPath, Sudo: sudo,
 		Warn: func(msg string) {
 			o.logf("warning: %s", msg)
 			ep.warnings = append(ep.warnings, msg)
@@ -426,11 +429,12 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 		return err
 	}
 	ep.proc = proc
-	if proc.Installed {
-		o.logf("copied the agent to %s:%s", ep.host.Name, proc.Path)
+	started := proc.started()
+	if started.installed {
+		o.logf("copied the agent to %s:%s", ep.host.Name, started.path)
 	}
-	ep.agent = agent.NewClient(ep.label, proc.Stdout, proc.Stdin, ep.fwd)
-	hctx, cancel := context.WithTimeout(ctx, conn.Target.CommandTimeout)
+	ep.agent = agent.NewClient(ep.label, proc.stdout(), proc.stdin(), ep.fwd)
+	hctx, cancel := context.WithTimeout(ctx, conn.commandTimeout())
 	defer cancel()
 	hello, err := ep.agent.Hello(hctx)
 	if err != nil {
@@ -439,11 +443,11 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 	ep.hello = hello
 	ep.info = datafile.Host{Role: ep.role, Name: ep.host.Name, SSH: ep.host.SSH, TestIP: ep.host.TestIP,
 		Hostname: hello.Hostname, Kernel: hello.Kernel}
-	as := conn.Target.User
-	if proc.Sudo {
+	as := conn.user()
+	if started.sudo {
 		as = "root (sudo -n, login " + as + ")"
 	}
-	o.logf("agent on %s: %s, kernel %s, login shell %.2fs, runs as %s", ep.label, hello.Hostname, hello.Kernel, proc.ShellStart.Seconds(), as)
+	o.logf("agent on %s: %s, kernel %s, login shell %.2fs, runs as %s", ep.label, hello.Hostname, hello.Kernel, started.shellStart.Seconds(), as)
 	return nil
 }
 
@@ -476,7 +480,7 @@ func (s *Session) syncClocks(ctx context.Context) error {
 	var g errgroup.Group
 	for _, ep := range s.eps {
 		g.Go(func() error {
-			cctx, cancel := context.WithTimeout(ctx, ep.conn.Target.CommandTimeout)
+			cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
 			defer cancel()
 			off, rtt, err := ep.agent.SyncClock(cctx, 7)
 			if err != nil {
@@ -605,7 +609,7 @@ type jobSet struct {
 func (js *jobSet) start(ctx context.Context, ep *endpoint, req agent.Request, awaited bool) (agent.Message, error) {
 	req.Job = js.rec.prefix + req.Job
 	// Starting a job is answered at once; a host that does not answer is frozen.
-	cctx, cancel := context.WithTimeout(ctx, ep.conn.Target.CommandTimeout)
+	cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
 	defer cancel()
 	m, err := ep.agent.Call(cctx, req)
 	if err != nil {
@@ -661,7 +665,13 @@ func (js *jobSet) stopAll(ctx context.Context) {
 	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	// The stops go out from a copy of the keys: a stop that fails deletes its key
+	// from left while this loop would still be ranging over it.
+	keys := make([]jobKey, 0, len(left))
 	for k := range left {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -737,11 +747,14 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 	var out []instance
 	for _, j := range o.Plan.Jobs {
 		var on []*endpoint
-		if j.Host == tests.RoleBottleneck {
+		switch j.Host {
+		case tests.RoleBottleneck:
 			for _, h := range watched {
 				on = append(on, endpointOf(eps, h))
 			}
-		} else {
+		case tests.RoleAll:
+			on = eps // one endpoint a host
+		default:
 			on = []*endpoint{roleEndpoint(eps, j.Host)}
 		}
 		roleOf[j.Name] = j.Host
@@ -790,6 +803,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
 		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup.setup, Path: setup.path, Note: o.Note,
+		Aggregates: p.Aggregates,
 	}
 	for _, ep := range eps {
 		meta.Hosts = append(meta.Hosts, ep.info)
@@ -970,8 +984,8 @@ func (ep *endpoint) deathErr(err error) error {
 	}
 	var why string
 	select {
-	case <-ep.proc.Exited():
-		werr := ep.proc.Wait()
+	case <-ep.proc.exited():
+		werr := ep.proc.wait()
 		var ee *ssh.ExitError
 		var missing *ssh.ExitMissingError
 		switch {
@@ -987,10 +1001,10 @@ func (ep *endpoint) deathErr(err error) error {
 	if why != "" {
 		err = fmt.Errorf("%w (%s)", err, why)
 	}
-	if lost := ep.conn.Lost(); lost != nil {
+	if lost := ep.conn.lost(); lost != nil {
 		err = fmt.Errorf("%w: %w", err, lost)
 	}
-	if t := strings.TrimSpace(ep.proc.StderrTail()); t != "" {
+	if t := strings.TrimSpace(ep.proc.stderrTail()); t != "" {
 		err = fmt.Errorf("%w; its stderr: %s", err, t)
 	}
 	return err
@@ -1001,15 +1015,15 @@ const closeWithin = 3 * time.Second
 
 func (ep *endpoint) close() {
 	if ep.proc != nil {
-		ep.proc.Stdin.Close()
+		ep.proc.stdin().Close()
 		select {
-		case <-ep.proc.Exited():
+		case <-ep.proc.exited():
 		case <-time.After(closeWithin):
 		}
-		ep.proc.Close()
+		ep.proc.close()
 	}
 	if ep.conn != nil {
-		ep.conn.Close()
+		ep.conn.close()
 	}
 	ep.conn, ep.proc, ep.agent = nil, nil, nil
 }

@@ -55,7 +55,7 @@ func (o *Options) lockBottlenecks(eps []*endpoint) (unlock func(), err error) {
 		what += " with setup " + o.Setup.Name
 	}
 	for _, b := range append(append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...), o.Inventory.PathDevices...) {
-		l, err := qdisc.LockDevice(o.journalDir(), b.Host, endpointOf(eps, b.Host).conn.Target.Addr, b.Dev, what)
+		l, err := qdisc.LockDevice(o.journalDir(), b.Host, endpointOf(eps, b.Host).conn.addr(), b.Dev, what)
 		if err != nil {
 			unlock()
 			return func() {}, err

@@ -73,6 +73,21 @@ type Metadata struct {
 	Family string `json:"family,omitempty"`
 	// Note is the free text given with --note.
 	Note string `json:"note,omitempty"`
+	// Aggregates are the series the test computes from others, which reports
+	// compute as the file is read (flent's "TCP totals", "Ping (ms) avg").
+	Aggregates []Aggregate `json:"aggregates,omitempty"`
+}
+
+// Aggregate is a series computed on the step grid from the series whose names
+// match a glob (path.Match): their sum or average at each step, or Jain's
+// fairness index among them.
+type Aggregate struct {
+	Name   string `json:"name" yaml:"name"`
+	Op     string `json:"op" yaml:"op"` // "sum", "avg", "fairness"
+	Series string `json:"series" yaml:"series"`
+	// Exclude are names the glob matches that the aggregate leaves out (flent's
+	// glob(..., exclude=[...])).
+	Exclude []string `json:"exclude,omitempty" yaml:"exclude,omitempty"`
 }
 
 // FamilyOf is the Family of an address: "ipv6", "ipv4", or "" when ip is not one.
@@ -163,6 +178,11 @@ type Series struct {
 	Dev   string `json:"dev,omitempty"`
 	Queue string `json:"queue,omitempty"`
 	Stat  string `json:"stat,omitempty"`
+	// Marking is the DSCP (or TOS byte) the series' packets carried, as the test
+	// wrote it ("EF", "CS1").
+	Marking string `json:"marking,omitempty"`
+	// Pair names the client/server pair of a run with several.
+	Pair string `json:"pair,omitempty"`
 }
 
 // HostPeer, as a series' Host in a job's plan, stands for the host the job talks

@@ -61,6 +61,7 @@ var flentTests = map[string]bool{
 	"tcp_1down": true, "tcp_2down": true, "tcp_4down": true, "tcp_6down": true, "tcp_8down": true, "tcp_12down": true,
 	"tcp_1up": true, "tcp_2up": true, "tcp_4up": true, "tcp_6up": true, "tcp_8up": true, "tcp_12up": true,
 	"tcp_ndown": true, "tcp_nup": true,
+	"tcp_bidirectional": true, "tcp_2up_delay": true, "rrul": true, "rrul_be": true,
 }
 
 // flentName is the flent test a run corresponds to: flent needs an existing test's
@@ -211,6 +212,34 @@ func encode(run *datafile.Run) ([]byte, error) {
 		for k, v := range g.Values {
 			if !math.IsNaN(v) {
 				raw = append(raw, map[string]any{"t": flentT0 + float64(k)*grid.Step, "val": v, "dur": grid.Step})
+			}
+		}
+		put(g.Name, g.Units, g.Values, raw)
+	}
+	// Series of other kinds (rrul's UDP round trips, CPU shares) go as they are:
+	// their raw values are their samples, their grid the report's.
+	onGrid := report.OnGrid(run)
+	for _, se := range run.Series {
+		switch se.Kind {
+		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+			continue
+		}
+		var raw []map[string]any
+		for _, s := range run.Samples[se.Name] {
+			if !s.Lost {
+				raw = append(raw, map[string]any{"t": s.T, "val": s.V})
+			}
+		}
+		put(se.Name, se.Units, onGrid[se.Name].Values, raw)
+	}
+	// The test's aggregates (rrul's "TCP totals", "Ping (ms) avg") as flent's sum
+	// and average runners store them: values on the grid, which are their raw
+	// values too.
+	for _, g := range report.Aggregates(run, onGrid) {
+		var raw []map[string]any
+		for k, v := range g.Values {
+			if !math.IsNaN(v) {
+				raw = append(raw, map[string]any{"t": flentT0 + float64(k)*grid.Step, "val": v})
 			}
 		}
 		put(g.Name, g.Units, g.Values, raw)

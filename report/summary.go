@@ -143,6 +143,32 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		}
 		s.Rows = append(s.Rows, rowOf(g.Name, g.Units, defined(vs)))
 	}
+	// Series of other kinds (request/response latency, CPU shares) get a row of
+	// their own name over the run, as flent summarises a series from its raw values.
+	for _, se := range run.Series {
+		switch se.Kind {
+		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+			continue
+		}
+		var xs []float64
+		for _, x := range run.Samples[se.Name] {
+			if !x.Lost && in(x.T) {
+				xs = append(xs, x.V)
+			}
+		}
+		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, xs))
+	}
+	if len(m.Aggregates) > 0 {
+		for _, g := range Aggregates(run, OnGrid(run)) {
+			var xs []float64
+			for k, v := range g.Values {
+				if !math.IsNaN(v) && in(grid.Time(k)) {
+					xs = append(xs, v)
+				}
+			}
+			s.Rows = append(s.Rows, rowOf(g.Name, g.Units, xs))
+		}
+	}
 	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
 	if o.Cut == nil {
 		// Without a cut flent prints the mean its runner reported and counts its grid

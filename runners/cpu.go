@@ -40,22 +40,6 @@ type cpuParams struct {
 	PerCore boolFlag `json:"per_core,omitempty"`
 }
 
-// boolFlag is a parameter that is true or false, written as a JSON boolean or as
-// a string (a test parameter's value is a string: per_core: ${per_core}).
-type boolFlag bool
-
-func (f *boolFlag) UnmarshalJSON(b []byte) error {
-	switch strings.TrimSpace(strings.Trim(string(b), `"`)) {
-	case "true":
-		*f = true
-	case "false":
-		*f = false
-	default:
-		return fmt.Errorf("%s is not true or false", b)
-	}
-	return nil
-}
-
 var cpuKind = Kind{
 	Background: true,
 	// The series are not known here: how many cores a host has, and which fields

@@ -96,6 +96,9 @@ func Kinds() map[string]Kind {
 		"ping":        pingKind,
 		"qdisc":       qdiscKind,
 		"cpu":         cpuKind,
+		"rr-server":   rrServerKind,
+		"udp-rr":      udpRRKind,
+		"tcp-rr":      tcpRRKind,
 	}
 }
 

@@ -34,4 +34,20 @@ func (d *seconds) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// boolFlag is a parameter that is true or false, written as a JSON boolean or as
+// a string (a test parameter's value is a string: per_core: ${per_core}).
+type boolFlag bool
+
+func (f *boolFlag) UnmarshalJSON(b []byte) error {
+	switch strings.TrimSpace(strings.Trim(string(b), `"`)) {
+	case "true":
+		*f = true
+	case "false":
+		*f = false
+	default:
+		return fmt.Errorf("%s is not true or false", b)
+	}
+	return nil
+}
+
 var _ json.Unmarshaler = (*wholeNumber)(nil)

@@ -34,6 +34,9 @@ type StreamsSpec struct {
 	// Start is when the streams start, Unix seconds on this host's clock (the run's
 	// t0 plus its delay); they connect before it. 0 = as soon as connected.
 	Start float64 `json:"start,omitempty"`
+	// env declares the TCP_INFO series of upload flows, named for host.
+	env  Env
+	host string
 }
 
 // StreamFlow is one TCP stream.
@@ -41,6 +44,11 @@ type StreamFlow struct {
 	Name      string `json:"name"` // series name, e.g. "TCP download::1"
 	Direction string `json:"direction"`
 	CC        string `json:"cc,omitempty"`
+	// TOS is the IP TOS byte (DSCP << 2) both ends mark the stream's packets
+	// with, as netperf's -Y marks them; 0 leaves them unmarked.
+	TOS int `json:"tos,omitempty"`
+	// TCPInfo has the sender read the socket's TCP_INFO each step.
+	TCPInfo bool `json:"tcp_info,omitempty"`
 }
 
 // hello is the first line a stream's client sends.
@@ -49,6 +57,8 @@ type hello struct {
 	Flow      string  `json:"flow"`
 	Direction string  `json:"direction"`
 	CC        string  `json:"cc,omitempty"`
+	TOS       int     `json:"tos,omitempty"`
+	TCPInfo   bool    `json:"tcp_info,omitempty"`
 	Duration  float64 `json:"duration"`
 }
 
@@ -82,6 +92,9 @@ type Listener struct {
 	errs []error
 	// meters samples the upload streams this side receives.
 	meters *sampler
+	// env and host are for the TCP_INFO of download streams, which this side sends.
+	env  Env
+	host string
 }
 
 // Listen opens the listener on spec.Addr with a port the kernel picks.
@@ -163,6 +176,12 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 			return fmt.Errorf("%s: %w", h.Flow, err)
 		}
 	}
+	if h.TOS != 0 {
+		// This end's packets carry the mark too: a download's data, an upload's ACKs.
+		if err := setTOS(c, c.LocalAddr().(*net.TCPAddr).IP.To4() != nil, h.TOS); err != nil {
+			return fmt.Errorf("%s: %w", h.Flow, err)
+		}
+	}
 	// The ack byte tells the client the stream is accepted; it sends nothing past the
 	// hello before it, so the buffered reader above cannot have swallowed stream data.
 	// Then the client's go byte, once all its streams are accepted, starts this one.
@@ -179,6 +198,9 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 	case "download":
 		deadline := time.Now().Add(time.Duration(h.Duration*float64(time.Second)) + senderGrace)
 		c.SetWriteDeadline(deadline)
+		if h.TCPInfo {
+			defer startTCPInfo(ctx, c, h.Flow, h.Direction, l.host, l.spec.Step, l.env)()
+		}
 		send(c)
 		return nil
 	case "upload":
@@ -246,6 +268,9 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if f.TCPInfo && f.Direction == Upload {
+				defer startTCPInfo(ctx, conns[i], f.Name, f.Direction, spec.host, spec.Step, spec.env)()
+			}
 			if err := runFlow(ctx, conns[i], f, meters); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", f.Name, err)
 			}
@@ -260,15 +285,26 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 // connectFlow opens a stream and has the server accept it; nothing flows yet.
 func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPConn, error) {
 	d := net.Dialer{Timeout: helloTimeout}
-	if f.CC != "" {
-		d.Control = func(_, _ string, rc syscall.RawConn) error { return setCongestion(rc, f.CC) }
+	// Set before connecting, so that the SYN is marked and runs the right
+	// congestion control from its first packet.
+	d.Control = func(network, _ string, rc syscall.RawConn) error {
+		if f.CC != "" {
+			if err := setCongestion(rc, f.CC); err != nil {
+				return err
+			}
+		}
+		if f.TOS != 0 {
+			return setTOS(rawConn{rc}, network == "tcp4", f.TOS)
+		}
+		return nil
 	}
 	nc, err := d.DialContext(ctx, "tcp", spec.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", spec.Addr, err)
 	}
 	c := nc.(*net.TCPConn)
-	h, _ := json.Marshal(hello{Token: spec.Token, Flow: f.Name, Direction: f.Direction, CC: f.CC, Duration: spec.Duration})
+	h, _ := json.Marshal(hello{Token: spec.Token, Flow: f.Name, Direction: f.Direction, CC: f.CC, TOS: f.TOS, TCPInfo: f.TCPInfo,
+		Duration: spec.Duration})
 	if _, err := c.Write(append(h, '\n')); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("send stream hello: %w", err)
@@ -339,6 +375,11 @@ func fileLimit() string {
 	return fmt.Sprintf("this host's open-file limit is %d (hard %d): raise it for the login, e.g. LimitNOFILE in sshd's systemd unit or nofile in /etc/security/limits.conf", lim.Cur, lim.Max)
 }
 
+// rawConn gives a dialer's raw connection the syscall.Conn that setTOS takes.
+type rawConn struct{ rc syscall.RawConn }
+
+func (r rawConn) SyscallConn() (syscall.RawConn, error) { return r.rc, nil }
+
 // setCongestion sets TCP_CONGESTION on a socket.
 func setCongestion(rc syscall.RawConn, cc string) error {
 	var serr error
@@ -380,6 +421,7 @@ var tcpListenKind = Kind{
 		if err != nil {
 			return nil, Started{}, err
 		}
+		l.env, l.host = env, spec.Host
 		return JobFunc(l.Serve), Started{Port: l.Port()}, nil
 	},
 }
@@ -393,9 +435,16 @@ type streamsParams struct {
 // flowGroup is Count streams one way; CC lists congestion controls given
 // round-robin.
 type flowGroup struct {
-	Direction string    `json:"direction"`
+	Direction string      `json:"direction"`
 	Count     wholeNumber `json:"count"`
-	CC        string    `json:"cc,omitempty"`
+	CC        string      `json:"cc,omitempty"`
+	// TOS marks the group's streams: a DSCP name (CS1, EF) or the TOS byte.
+	TOS string `json:"tos,omitempty"`
+	// Name names the series of a group of one stream, as flent's rrul names
+	// "TCP upload BK"; flows are "TCP DIRECTION::N" otherwise.
+	Name string `json:"name,omitempty"`
+	// TCPInfo has each stream's sender read TCP_INFO every step.
+	TCPInfo boolFlag `json:"tcp_info,omitempty"`
 }
 
 // streamsPlan is what the agent gets: every flow, named.
@@ -443,8 +492,21 @@ var tcpStreamsKind = Kind{
 					}
 				}
 			}
+			tos := 0
+			if g.TOS != "" {
+				var err error
+				if tos, err = ParseTOS(g.TOS); err != nil {
+					return nil, nil, fmt.Errorf("flows[%d].tos: %w", i, err)
+				}
+			}
+			if g.Name != "" && n != 1 {
+				return nil, nil, fmt.Errorf("flows[%d].name %q names one stream; the group has %d", i, g.Name, n)
+			}
 			for k := 0; k < n; k++ {
-				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction}
+				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction, TOS: tos, TCPInfo: bool(g.TCPInfo)}
+				if g.Name != "" {
+					f.Name = g.Name
+				}
 				if len(ccs) > 0 {
 					f.CC = ccs[k%len(ccs)]
 				}
@@ -457,7 +519,7 @@ var tcpStreamsKind = Kind{
 					host = datafile.HostPeer
 				}
 				series = append(series, datafile.Series{Name: f.Name, Kind: datafile.KindTCP, Units: "Mbits/s", Host: host,
-					Direction: f.Direction, Flow: pl.Count(f.Direction), CC: f.CC})
+					Direction: f.Direction, Flow: pl.Count(f.Direction), CC: f.CC, Marking: g.TOS})
 				plan.Flows = append(plan.Flows, f)
 			}
 		}
@@ -472,7 +534,8 @@ var tcpStreamsKind = Kind{
 		if spec.Addr == "" {
 			return nil, Started{}, fmt.Errorf("tcp-streams: no listener to connect to (the job needs connect:)")
 		}
-		s := StreamsSpec{Addr: spec.Addr, Token: spec.Token, Step: spec.Step, Duration: spec.Duration, Flows: p.Flows, Start: spec.Start}
+		s := StreamsSpec{Addr: spec.Addr, Token: spec.Token, Step: spec.Step, Duration: spec.Duration, Flows: p.Flows, Start: spec.Start,
+			env: env, host: spec.Host}
 		return JobFunc(func(ctx context.Context) error { return RunStreams(ctx, s, env.Emit) }), Started{}, nil
 	},
 }

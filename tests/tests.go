@@ -36,6 +36,7 @@ const (
 	RoleClient     = "client"
 	RoleServer     = "server"
 	RoleBottleneck = "bottleneck" // every bottleneck host of the inventory
+	RoleAll        = "all"        // every host of the run, once
 )
 
 // Definition is one test file.
@@ -76,11 +77,7 @@ type JobDef struct {
 
 // Aggregate is a series a report computes from others: the sum or average of the
 // series whose names match a glob, or Jain's fairness index among them.
-type Aggregate struct {
-	Name   string `yaml:"name"`
-	Op     string `yaml:"op"` // sum, avg, fairness
-	Series string `yaml:"series"`
-}
+type Aggregate = datafile.Aggregate
 
 // Plan is a definition with its parameters resolved: the jobs a run starts.
 type Plan struct {
@@ -225,7 +222,7 @@ func Parse(name string, data []byte) (*Definition, error) {
 func (d *Definition) check() error {
 	kinds := runners.Kinds()
 	if len(d.Jobs) == 0 {
-		return fmt.Errorf("%s: no jobs: a test lists what it runs under jobs:", d.Source)
+		return fmt.Errorf("%s: no jobs: list what the test runs under the key jobs", d.Source)
 	}
 	seen := map[string]bool{}
 	for i, j := range d.Jobs {
@@ -242,8 +239,12 @@ func (d *Definition) check() error {
 		}
 		switch j.Host {
 		case RoleClient, RoleServer, RoleBottleneck:
+		case RoleAll:
+			if !k.Background {
+				return fmt.Errorf("%s.host %q: only a sampler runs on every host", key, j.Host)
+			}
 		default:
-			return fmt.Errorf("%s.host %q: use %s, %s or %s", key, j.Host, RoleClient, RoleServer, RoleBottleneck)
+			return fmt.Errorf("%s.host %q: use %s, %s, %s or (a sampler) %s", key, j.Host, RoleClient, RoleServer, RoleBottleneck, RoleAll)
 		}
 		switch j.Target {
 		case "", RoleClient, RoleServer:
@@ -528,6 +529,41 @@ func setBy(used map[string]bool, params map[string]string) string {
 	}
 	sort.Strings(parts)
 	return " (parameters " + strings.Join(parts, ", ") + ")"
+}
+
+// AddSampler adds a sampler (a background kind such as cpu) on the hosts of a
+// role to the plan, from the command line: "cpu@server", "cpu@client",
+// "cpu@bottleneck"; without a role, every host of the run once.
+func (p *Plan) AddSampler(arg string) error {
+	kindName, role, _ := strings.Cut(arg, "@")
+	k, ok := runners.Kinds()[kindName]
+	if !ok || !k.Background || kindName == "tcp-listen" || kindName == "rr-server" {
+		var samplers []string
+		for _, n := range runners.KindNames() {
+			if kk := runners.Kinds()[n]; kk.Background && n != "tcp-listen" && n != "rr-server" {
+				samplers = append(samplers, n)
+			}
+		}
+		return fmt.Errorf("--sampler %q: the samplers are %s, each optionally @client, @server or @bottleneck", arg, strings.Join(samplers, ", "))
+	}
+	switch role {
+	case "":
+		role = RoleAll
+	case RoleClient, RoleServer, RoleBottleneck:
+	default:
+		return fmt.Errorf("--sampler %q: %q is not a role: use @client, @server or @bottleneck", arg, role)
+	}
+	for _, j := range p.Jobs {
+		if j.Kind == kindName && (j.Host == role || j.Host == RoleAll || role == RoleAll) {
+			return fmt.Errorf("--sampler %q: the run samples %s on %s already", arg, kindName, j.Host)
+		}
+	}
+	raw, series, err := k.Plan(nil, runners.NewPlanner())
+	if err != nil {
+		return fmt.Errorf("--sampler %q: %w", arg, err)
+	}
+	p.Jobs = append(p.Jobs, Job{Name: kindName + "@" + role, Kind: kindName, Host: role, Params: raw, Series: series, Background: true})
+	return nil
 }
 
 // Series lists every series the plan declares up front, in job order.

@@ -32,8 +32,10 @@ func TestEmbeddedDefinitions(t *testing.T) {
 		"tcp_ndown":         {"TCP download::1"},
 		"tcp_4down":         {"TCP download::1", "TCP download::2", "TCP download::3", "TCP download::4"},
 		"tcp_8down":         {"TCP download::1", "TCP download::2", "TCP download::3", "TCP download::4", "TCP download::5", "TCP download::6", "TCP download::7", "TCP download::8"},
-		"tcp_bidirectional": {"TCP download::1", "TCP upload::1"},
-		"tcp_2up_delay":     {"TCP upload::1", "TCP upload::2"},
+		"tcp_bidirectional": {"TCP download", "TCP upload"},
+		"tcp_2up_delay":     {"TCP stream 1", "TCP stream 2"},
+		"rrul":              {"TCP upload BE", "TCP upload BK", "TCP upload CS5", "TCP upload EF", "TCP download BE", "TCP download BK", "TCP download CS5", "TCP download EF"},
+		"rrul_be":           {"TCP upload BE", "TCP upload BE2", "TCP upload BE3", "TCP upload BE4", "TCP download BE", "TCP download BE2", "TCP download BE3", "TCP download BE4"},
 	}
 	for _, d := range all {
 		p, err := d.Resolve(nil)
@@ -68,8 +70,8 @@ func TestEmbeddedDefinitions(t *testing.T) {
 	}
 }
 
-// Starts and durations: flent's tcp_2up_delay runs its second flow from delay for
-// length; the first runs the whole time.
+// Starts and durations: flent's tcp_2up_delay runs its first flow for length +
+// delay, its second from delay for length.
 func TestJobTimes(t *testing.T) {
 	d, err := Get("tcp_2up_delay")
 	if err != nil {
@@ -84,7 +86,7 @@ func TestJobTimes(t *testing.T) {
 	for _, j := range p.Jobs {
 		got[j.Name] = [2]float64{j.Start.Eval(tm), j.Duration.Eval(tm)}
 	}
-	want := map[string][2]float64{"listen": {0, 0}, "ping": {0, 70}, "first": {0, 70}, "second": {5, 60}, "qdisc": {0, 0}}
+	want := map[string][2]float64{"listen": {0, 0}, "ping": {0, 70}, "first": {0, 65}, "second": {5, 60}, "qdisc": {0, 0}}
 	for n, w := range want {
 		if got[n] != w {
 			t.Errorf("job %s: start, duration %v, want %v", n, got[n], w)
@@ -129,7 +131,7 @@ func TestResolve(t *testing.T) {
 		{"cc round robin", map[string]string{"download_streams": "3", "cc": "cubic,reno"},
 			[]string{"TCP download::1", "TCP download::2", "TCP download::3"}, []string{"cubic", "reno", "cubic"}, ""},
 		{"unknown key", map[string]string{"upload_streams": "4"}, nil, nil, `no parameter "upload_streams"`},
-		{"not a number", map[string]string{"download_streams": "four"}, nil, nil, `"four" is not a whole number (parameters cc="", download_streams="four")`},
+		{"not a number", map[string]string{"download_streams": "four"}, nil, nil, `download_streams="four"`},
 		{"too many", map[string]string{"download_streams": "5000"}, nil, nil, "whole number from 0 to 1024"},
 		{"bad cc", map[string]string{"cc": "cubic;reboot"}, nil, nil, "congestion control"},
 		{"nothing", map[string]string{"download_streams": "0"}, nil, nil, ""},

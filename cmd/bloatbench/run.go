@@ -28,7 +28,7 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a test between the inventory's client and server, record it, and print its summary",
-		ArgsUsage: "TEST",
+		ArgsUsage: "TEST|TEST_FILE",
 		UsageText: "bloatbench run -H hosts.yaml|local [--setup NAME ...] [--repeat N] [options] TEST\n\nExamples:\n" +
 			"   bloatbench run -H local tcp_4down\n" +
 			"   bloatbench run -H hosts.yaml --setup mq+dualpi2 --setup mq+fq_codel --setup mq+fq_pie -l 60 tcp_4down\n" +
@@ -41,6 +41,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "delay", Aliases: []string{"d"}, Value: "5", Usage: "idle ping before the streams start and after they end: seconds or a duration"},
 			&cli.StringFlag{Name: "title", Aliases: []string{"t"}, Usage: "the run's title, shown in its summary"},
 			&cli.StringSliceFlag{Name: "te", Usage: "set a test parameter, KEY=VALUE (repeatable); `bloatbench tests` lists them"},
+			&cli.StringSliceFlag{Name: "sampler", Usage: "also sample KIND on the hosts of a role each step, KIND[@client|@server|@bottleneck] (repeatable), e.g. cpu@server; without @, every host"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "results", Usage: "folder for data files"},
 			&cli.StringSliceFlag{Name: "setup", Usage: "apply this qdisc setup to every bottleneck for a run, and undo it after (repeatable: one run per setup, in order); `bloatbench setups` lists them"},
 			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole cycle of setups this many times"},
@@ -90,7 +91,7 @@ func checkSteps(length, step, delay time.Duration) error {
 
 func runAction(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("run needs one test name, e.g. bloatbench run -H local tcp_4down (bloatbench tests lists them)")
+		return fmt.Errorf("run needs one test: a name, e.g. bloatbench run -H local tcp_4down (bloatbench tests lists them), or a test file's path (./my_test.yaml)")
 	}
 	def, err := tests.Get(c.Args().First())
 	if err != nil {
@@ -107,6 +108,11 @@ func runAction(c *cli.Context) error {
 	plan, err := def.Resolve(set)
 	if err != nil {
 		return err
+	}
+	for _, smp := range c.StringSlice("sampler") {
+		if err := plan.AddSampler(smp); err != nil {
+			return err
+		}
 	}
 	o := controller.Options{Plan: plan, Title: c.String("title"), OutputDir: c.String("output"), Note: c.String("note"),
 		Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}

@@ -1,0 +1,133 @@
+package report
+
+import (
+	"math"
+	"path"
+	"slices"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// OnGrid puts every measured series of a run on the step grid, by name: throughput
+// flows and their per-direction sums and averages (Throughput), ping replies in
+// the step they arrived in (PingSlots), and any other series of interval samples
+// (a request/response rate, a CPU share) as AlignIntervals puts them. Bottleneck
+// statistics are left out: they are the bottleneck's, not the test's.
+func OnGrid(run *datafile.Run) map[string]GridSeries {
+	grid := GridOf(run.Metadata)
+	out := map[string]GridSeries{}
+	for _, g := range Throughput(run) {
+		out[g.Name] = g
+	}
+	for _, se := range run.Series {
+		switch se.Kind {
+		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+			continue
+		}
+		samples := run.Samples[se.Name]
+		values := make([]float64, grid.N)
+		for k := range values {
+			values[k] = math.NaN()
+		}
+		if intervals(samples) {
+			values = AlignIntervals(grid, samples)
+		} else {
+			for i, k := range PingSlots(grid, samples) {
+				if k >= 0 {
+					values[k] = samples[i].V
+				}
+			}
+		}
+		out[se.Name] = GridSeries{Name: se.Name, Units: se.Units, Values: values}
+	}
+	return out
+}
+
+// intervals says whether a series' samples each cover an interval (they carry
+// its length) rather than an instant.
+func intervals(samples []datafile.Sample) bool {
+	for _, s := range samples {
+		if !s.Lost {
+			return s.Dur > 0
+		}
+	}
+	return false
+}
+
+// Aggregates computes the run's aggregates (the test's, in its metadata) on the
+// grid, in the order the test lists them; one may take in those before it. An
+// aggregate of a name the grid has already (Throughput's "TCP upload sum") is the
+// grid's.
+func Aggregates(run *datafile.Run, grid map[string]GridSeries) []GridSeries {
+	n := GridOf(run.Metadata).N
+	var out []GridSeries
+	for _, a := range run.Metadata.Aggregates {
+		if _, ok := grid[a.Name]; ok {
+			continue
+		}
+		var members []GridSeries
+		for _, name := range sortedNames(grid) {
+			if ok, _ := path.Match(a.Series, name); ok && name != a.Name && !slices.Contains(a.Exclude, name) {
+				members = append(members, grid[name])
+			}
+		}
+		g := GridSeries{Name: a.Name, Values: make([]float64, n)}
+		if len(members) > 0 && a.Op != "fairness" {
+			g.Units = members[0].Units
+		}
+		for k := range g.Values {
+			var xs []float64
+			for _, m := range members {
+				if k < len(m.Values) && !math.IsNaN(m.Values[k]) {
+					xs = append(xs, m.Values[k])
+				}
+			}
+			g.Values[k] = combine(a.Op, xs)
+		}
+		grid[a.Name] = g
+		out = append(out, g)
+	}
+	return out
+}
+
+// combine is an aggregate's value at one step; NaN where no member has one.
+func combine(op string, xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	switch op {
+	case "sum":
+		return sum
+	case "avg":
+		return sum / float64(len(xs))
+	case "fairness":
+		// Jain's index: 1 when every member has the same, 1/n when one has all.
+		if sq == 0 {
+			return math.NaN()
+		}
+		return sum * sum / (float64(len(xs)) * sq)
+	}
+	return math.NaN()
+}
+
+func sortedNames(m map[string]GridSeries) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		switch {
+		case naturalLess(a, b):
+			return -1
+		case naturalLess(b, a):
+			return 1
+		}
+		return 0
+	})
+	return names
+}

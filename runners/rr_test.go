@@ -1,0 +1,475 @@
+package runners
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+func TestParseTOS(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int // -1: an error
+	}{
+		{"CS0", 0x00}, {"CS1", 0x20}, {"CS5", 0xa0}, {"CS7", 0xe0}, {"cs1", 0x20},
+		{"EF", 0xb8}, {"ef", 0xb8}, {" EF ", 0xb8}, {"LE", 0x04}, {"VA", 0xb0},
+		{"AF11", 0x28}, {"AF12", 0x30}, {"AF13", 0x38}, {"AF21", 0x48}, {"AF41", 0x88}, {"AF43", 0x98},
+		{"0xb8", 0xb8}, {"0XB8", 0xb8}, {"184", 184}, {"0", 0}, {"255", 255}, {"010", 10},
+		{"", -1}, {"256", -1}, {"-1", -1}, {"0x100", -1}, {"CS8", -1}, {"AF14", -1}, {"AF51", -1},
+		{"EF1", -1}, {"0x", -1}, {"1.5", -1},
+	} {
+		got, err := ParseTOS(tc.in)
+		if tc.want < 0 {
+			if err == nil {
+				t.Errorf("ParseTOS(%q) = %#x, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseTOS(%q) = %#x, %v; want %#x", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestRRPlan(t *testing.T) {
+	lat := func(name string) datafile.Series { return datafile.Series{Name: name, Kind: KindRR, Units: "ms"} }
+	rate := func(name string) datafile.Series {
+		return datafile.Series{Name: name, Kind: KindRR, Units: "transactions/s"}
+	}
+	for _, tc := range []struct {
+		kind   string
+		params map[string]any
+		want   string // the agent's parameters, or "error: " and what the error says
+		series []datafile.Series
+	}{
+		{kind: "udp-rr", params: nil,
+			want:   `{"series":"UDP RR latency","request_size":1,"response_size":1,"timeout":1}`,
+			series: []datafile.Series{lat(UDPRRSeries)}},
+		{kind: "tcp-rr", params: map[string]any{},
+			want:   `{"series":"TCP RR latency","request_size":1,"response_size":1}`,
+			series: []datafile.Series{lat(TCPRRSeries)}},
+		{kind: "udp-rr", params: map[string]any{"series": "rr", "rate_series": "rr rate", "request_size": "100",
+			"response_size": 65507, "tos": "EF", "timeout": "0.25"},
+			want:   `{"series":"rr","rate_series":"rr rate","request_size":100,"response_size":65507,"tos":"184","timeout":0.25}`,
+			series: []datafile.Series{lat("rr"), rate("rr rate")}},
+		{kind: "tcp-rr", params: map[string]any{"request_size": 1 << 20, "tos": 32},
+			want:   `{"series":"TCP RR latency","request_size":1048576,"response_size":1,"tos":"32"}`,
+			series: []datafile.Series{lat(TCPRRSeries)}},
+		{kind: "tcp-rr", params: map[string]any{"tos": ""},
+			want:   `{"series":"TCP RR latency","request_size":1,"response_size":1}`,
+			series: []datafile.Series{lat(TCPRRSeries)}},
+		{kind: "udp-rr", params: map[string]any{"bogus": 1}, want: `error: unknown field "bogus"`},
+		{kind: "tcp-rr", params: map[string]any{"request_sise": 1}, want: `error: unknown field "request_sise"`},
+		{kind: "udp-rr", params: map[string]any{"request_size": 0}, want: "error: request_size is 0: want 1 to 65507"},
+		{kind: "udp-rr", params: map[string]any{"response_size": 65508}, want: "error: response_size is 65508: want 1 to 65507"},
+		{kind: "tcp-rr", params: map[string]any{"response_size": 1<<20 + 1}, want: "error: response_size is 1048577: want 1 to 1048576"},
+		{kind: "tcp-rr", params: map[string]any{"request_size": -5}, want: "error: request_size is -5"},
+		{kind: "tcp-rr", params: map[string]any{"request_size": "lots"}, want: `error: "lots" is not a whole number`},
+		{kind: "udp-rr", params: map[string]any{"tos": "XX"}, want: `error: tos: TOS "XX"`},
+		{kind: "udp-rr", params: map[string]any{"tos": 256}, want: `error: tos: TOS "256"`},
+		{kind: "udp-rr", params: map[string]any{"tos": true}, want: "error: true is not a TOS name or number"},
+		{kind: "udp-rr", params: map[string]any{"timeout": 0}, want: "error: timeout is 0s"},
+		{kind: "udp-rr", params: map[string]any{"timeout": 61}, want: "error: timeout is 61s"},
+		{kind: "tcp-rr", params: map[string]any{"timeout": 1}, want: "error: timeout is for udp-rr only"},
+		{kind: "udp-rr", params: map[string]any{"series": "x", "rate_series": "x"}, want: `error: series "x" would be yielded twice`},
+		{kind: "rr-server", params: nil, want: ""},
+		{kind: "rr-server", params: map[string]any{"port": 1}, want: "error: rr-server takes no parameters"},
+	} {
+		t.Run(fmt.Sprint(tc.kind, tc.params), func(t *testing.T) {
+			kind := Kinds()[tc.kind]
+			raw, series, err := kind.Plan(tc.params, NewPlanner())
+			if wantErr, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
+				if err == nil || !strings.Contains(err.Error(), wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, wantErr)
+				}
+				return
+			}
+			if err != nil || string(raw) != tc.want || !reflect.DeepEqual(series, tc.series) {
+				t.Fatalf("got %s, %+v, %v; want %s, %+v", raw, series, err, tc.want, tc.series)
+			}
+			if tc.kind == "rr-server" {
+				return
+			}
+			// The agent takes what the controller planned, and resolves it alike.
+			var p rrParams
+			if err := decodeRaw(raw, &p); err != nil {
+				t.Fatalf("agent: %v", err)
+			}
+			if _, err := p.resolve(tc.kind == "udp-rr"); err != nil {
+				t.Fatalf("agent: %v", err)
+			}
+		})
+	}
+}
+
+// TestRRPlanClaims refuses two jobs that would yield one series, across kinds.
+func TestRRPlanClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		kinds       [2]string
+		first, then map[string]any
+		err         string // of the second job; "" = none
+	}{
+		{name: "two defaults", kinds: [2]string{"udp-rr", "udp-rr"}, err: `series "UDP RR latency" would be yielded twice`},
+		{name: "udp and tcp defaults", kinds: [2]string{"udp-rr", "tcp-rr"}},
+		{name: "named apart", kinds: [2]string{"tcp-rr", "tcp-rr"}, then: map[string]any{"series": "TCP RR 2"}},
+		{name: "rate on latency", kinds: [2]string{"tcp-rr", "udp-rr"}, first: map[string]any{"rate_series": "r"},
+			then: map[string]any{"series": "r"}, err: `series "r" would be yielded twice`},
+		{name: "ping's name", kinds: [2]string{"ping", "udp-rr"}, then: map[string]any{"series": PingSeries},
+			err: "would be yielded twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := NewPlanner()
+			if _, _, err := Kinds()[tc.kinds[0]].Plan(tc.first, pl); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Kinds()[tc.kinds[1]].Plan(tc.then, pl)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// rrRecorder is an Env that keeps what a job emits and warns, and the samples the
+// data file would refuse.
+type rrRecorder struct {
+	mu      sync.Mutex
+	samples map[string][]datafile.Sample
+	warns   []string
+	errs    []string
+}
+
+func (r *rrRecorder) env() Env {
+	return Env{
+		Emit: func(name string, s datafile.Sample) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if err := datafile.CheckSample(name, s); err != nil {
+				r.errs = append(r.errs, err.Error())
+			}
+			if r.samples == nil {
+				r.samples = map[string][]datafile.Sample{}
+			}
+			r.samples[name] = append(r.samples[name], s)
+		},
+		Declare: func(s datafile.Series) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.errs = append(r.errs, "declared a series the plan has not: "+s.Name)
+		},
+		Warn: func(msg string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.warns = append(r.warns, msg)
+		},
+	}
+}
+
+// startRRServer runs an rr-server job on addr until the test ends.
+func startRRServer(t *testing.T, addr, token string) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	kind := Kinds()["rr-server"]
+	if !kind.Background {
+		t.Error("rr-server is not a background kind")
+	}
+	job, st, err := kind.Start(ctx, JobSpec{Kind: "rr-server", Target: addr, Token: token, Step: 0.1}, Env{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if st.Port == 0 {
+		t.Fatalf("started %+v: no port", st)
+	}
+	done := make(chan error, 1)
+	go func() { done <- job.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("rr-server: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("rr-server did not stop")
+		}
+	})
+	return st.Port
+}
+
+// runRRClient plans and runs one client job to its end.
+func runRRClient(t *testing.T, kind, addr, token string, params map[string]any, duration float64) (*rrRecorder, error) {
+	t.Helper()
+	raw, _, err := Kinds()[kind].Plan(params, NewPlanner())
+	if err != nil {
+		t.Fatalf("plan %s: %v", kind, err)
+	}
+	rec := &rrRecorder{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(duration*float64(time.Second))+10*time.Second)
+	defer cancel()
+	spec := JobSpec{Kind: kind, Addr: addr, Token: token, Step: 0.1, Duration: duration,
+		Start: float64(time.Now().Add(100*time.Millisecond).UnixNano()) / 1e9, Params: raw}
+	job, _, err := Kinds()[kind].Start(ctx, spec, rec.env())
+	if err != nil {
+		t.Fatalf("start %s: %v", kind, err)
+	}
+	err = job.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("%s ran past its duration", kind)
+	}
+	return rec, err
+}
+
+// TestRROverLoopback runs both clients against one server at once, through the
+// kinds as an agent would, and checks the series agree with each other.
+func TestRROverLoopback(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		t.Run(host, func(t *testing.T) {
+			if host == "::1" {
+				if c, err := net.ListenPacket("udp", "[::1]:0"); err != nil {
+					t.Skipf("no IPv6 loopback: %v", err)
+				} else {
+					c.Close()
+				}
+			}
+			port := startRRServer(t, host, token)
+			addr := net.JoinHostPort(host, strconv.Itoa(port))
+			var wg sync.WaitGroup
+			for _, kind := range []string{"udp-rr", "tcp-rr"} {
+				wg.Go(func() {
+					params := map[string]any{"series": kind, "rate_series": kind + " rate",
+						"request_size": 100, "response_size": 1000, "tos": "EF"}
+					rec, err := runRRClient(t, kind, addr, token, params, 1)
+					if err != nil {
+						t.Errorf("%s: %v", kind, err)
+						return
+					}
+					rec.mu.Lock()
+					defer rec.mu.Unlock()
+					if len(rec.errs) > 0 || len(rec.warns) > 0 {
+						t.Errorf("%s: %s", kind, strings.Join(append(rec.errs, rec.warns...), "\n"))
+					}
+					lat, rate := rec.samples[kind], rec.samples[kind+" rate"]
+					if len(lat) < 5 {
+						t.Errorf("%s: %d latency samples, want at least 5", kind, len(lat))
+					}
+					if len(rate) != len(lat) {
+						t.Fatalf("%s: %d rate samples for %d latency samples", kind, len(rate), len(lat))
+					}
+					for i, s := range lat {
+						r := rate[i]
+						if !(s.V > 0 && s.V < 100) || s.Dur <= 0 || s.Dur > 0.5 {
+							t.Errorf("%s[%d] = %+v: not a loopback transaction time", kind, i, s)
+						}
+						if r.T != s.T || r.Dur != s.Dur || math.Abs(r.V*s.V/1000-1) > 0.01 {
+							t.Errorf("%s[%d]: rate %+v does not match latency %+v", kind, i, r, s)
+						}
+						if i > 0 && s.T <= lat[i-1].T {
+							t.Errorf("%s[%d]: time %v not after %v", kind, i, s.T, lat[i-1].T)
+						}
+					}
+					t.Logf("%s: %d samples, first %+v", kind, len(lat), lat[0])
+				})
+			}
+			wg.Wait()
+
+			// A client with another token gets nothing.
+			rec, err := runRRClient(t, "udp-rr", addr, "wrong", map[string]any{"timeout": 0.2}, 1)
+			if err != nil {
+				t.Errorf("udp-rr, wrong token: %v", err)
+			}
+			if len(rec.samples) > 0 || len(rec.errs) > 0 {
+				t.Errorf("udp-rr, wrong token: samples %v, errors %v", rec.samples, rec.errs)
+			}
+			if len(rec.warns) != 1 || !strings.Contains(rec.warns[0], "transactions got no response within 0.2s") {
+				t.Errorf("udp-rr, wrong token: warnings %q", rec.warns)
+			}
+			rec, err = runRRClient(t, "tcp-rr", addr, "wrong", nil, 1)
+			if err == nil || !strings.Contains(err.Error(), "the server refused the connection") {
+				t.Errorf("tcp-rr, wrong token: error %v, want a refusal", err)
+			}
+			if len(rec.samples) > 0 {
+				t.Errorf("tcp-rr, wrong token: samples %v", rec.samples)
+			}
+		})
+	}
+}
+
+// TestRRServerAnswers speaks the UDP wire format by hand: only a request with the
+// key and a size in range gets an answer, sized as asked, with its sequence number.
+func TestRRServerAnswers(t *testing.T) {
+	const token = "tok"
+	port := startRRServer(t, "127.0.0.1", token)
+	c, err := net.Dial("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	key := tokenKey(token)
+	request := func(key [rrKeySize]byte, seq uint64, size uint32, length int) []byte {
+		b := make([]byte, length)
+		copy(b, key[:])
+		b[16], b[23] = byte(seq>>56), byte(seq)
+		b[24], b[25], b[26], b[27] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		req  []byte
+		want int // response length; 0 = none
+	}{
+		{name: "minimal", req: request(key, 7, 8, 32), want: 8},
+		{name: "padded", req: request(key, 8, 1000, 100), want: 1000},
+		{name: "largest", req: request(key, 9, MaxUDPRRSize, 32), want: MaxUDPRRSize},
+		{name: "wrong key", req: request(tokenKey("other"), 10, 8, 32)},
+		{name: "short", req: request(key, 11, 8, 31)},
+		{name: "response too small", req: request(key, 12, 7, 32)},
+		{name: "response too large", req: request(key, 13, MaxUDPRRSize+1, 32)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.Write(tc.req); err != nil {
+				t.Fatal(err)
+			}
+			wait := 2 * time.Second
+			if tc.want == 0 {
+				wait = 200 * time.Millisecond
+			}
+			c.SetReadDeadline(time.Now().Add(wait))
+			buf := make([]byte, 1<<16)
+			n, err := c.Read(buf)
+			if tc.want == 0 {
+				if err == nil {
+					t.Fatalf("answered %d bytes", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want || string(buf[:8]) != string(tc.req[16:24]) {
+				t.Fatalf("answered %d bytes, seq %x; want %d, seq %x", n, buf[:8], tc.want, tc.req[16:24])
+			}
+		})
+	}
+}
+
+// TestRRStartChecks fails a client at its start for what it cannot run with.
+func TestRRStartChecks(t *testing.T) {
+	raw, _, err := Kinds()["udp-rr"].Plan(nil, NewPlanner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind string
+		spec JobSpec
+		err  string
+	}{
+		{kind: "udp-rr", spec: JobSpec{Duration: 1, Params: raw}, err: "needs connect:"},
+		{kind: "tcp-rr", spec: JobSpec{Duration: 1, Addr: "127.0.0.1"}, err: "missing port"},
+		{kind: "tcp-rr", spec: JobSpec{Duration: 1, Addr: "127.0.0.1:http"}, err: "not a port number"},
+		{kind: "tcp-rr", spec: JobSpec{Duration: 1, Addr: "127.0.0.1:0"}, err: "not a port number"},
+		{kind: "udp-rr", spec: JobSpec{Addr: "127.0.0.1:9"}, err: "duration"},
+		{kind: "tcp-rr", spec: JobSpec{Duration: 1, Addr: "127.0.0.1:9", Params: json.RawMessage(`{"x":1}`)}, err: `unknown field "x"`},
+		{kind: "tcp-rr", spec: JobSpec{Duration: 1, Addr: "127.0.0.1:9", Params: raw}, err: "timeout is for udp-rr only"},
+	} {
+		_, _, err := Kinds()[tc.kind].Start(context.Background(), tc.spec, Env{})
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s %+v: error %v, want one containing %q", tc.kind, tc.spec, err, tc.err)
+		}
+	}
+}
+
+// TestRRSetTOS reads the mark back from sockets dialed as the clients dial, and
+// from one marked afterwards as the server marks its responses.
+func TestRRSetTOS(t *testing.T) {
+	getTOS := func(t *testing.T, c net.Conn, v4 bool) int {
+		t.Helper()
+		rc, err := c.(syscall.Conn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		var gerr error
+		rc.Control(func(fd uintptr) {
+			if v4 {
+				v, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TOS)
+			} else {
+				v, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_TCLASS)
+			}
+		})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		return v
+	}
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		v4 := host == "127.0.0.1"
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			if !v4 {
+				t.Logf("no IPv6 loopback: %v", err)
+				continue
+			}
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		for _, network := range []string{"udp", "tcp"} {
+			t.Run(network+" "+host, func(t *testing.T) {
+				c, err := dialRR(context.Background(), network, ln.Addr().String(), 0xb8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if got := getTOS(t, c, v4); got != 0xb8 {
+					t.Errorf("dialed with TOS %#x, want 0xb8", got)
+				}
+				if err := setTOS(c.(syscall.Conn), v4, 0x28); err != nil {
+					t.Fatal(err)
+				}
+				if got := getTOS(t, c, v4); got != 0x28 {
+					t.Errorf("set TOS %#x, want 0x28", got)
+				}
+				// Unmarked when asked for none.
+				u, err := dialRR(context.Background(), network, ln.Addr().String(), -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer u.Close()
+				if got := getTOS(t, u, v4); got != 0 {
+					t.Errorf("dialed without TOS: %#x", got)
+				}
+			})
+		}
+	}
+}
+
+// TestRREmit samples a step: nothing for a step without a completed transaction,
+// and the rate as the inverse of the mean time.
+func TestRREmit(t *testing.T) {
+	rec := &rrRecorder{}
+	cl := &rrClient{cfg: rrConfig{series: "lat", rateSeries: "rate"}, env: rec.env()}
+	now := time.Unix(1000, 0)
+	cl.emit(now, 0.1, 0)
+	cl.emit(now, 0, 3)
+	cl.emit(now, 0.2, 4)
+	want := map[string][]datafile.Sample{
+		"lat":  {{T: 1000, V: 50, Dur: 0.2}},
+		"rate": {{T: 1000, V: 20, Dur: 0.2}},
+	}
+	if !reflect.DeepEqual(rec.samples, want) || len(rec.errs) > 0 {
+		t.Errorf("got %v (%v), want %v", rec.samples, rec.errs, want)
+	}
+}

@@ -1,0 +1,105 @@
+package runners
+
+import (
+	"context"
+	"net"
+	"time"
+
+	sysunix "golang.org/x/sys/unix"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// KindTCPInfo is the kind of the series a stream's sender reads from the kernel's
+// TCP_INFO each step: what the congestion control sees, beside what the receiver
+// counts.
+const KindTCPInfo = "tcpinfo"
+
+// tcpInfoStats are the statistics read, with their units: the smoothed round
+// trip and its variation, the congestion window, the segments retransmitted in
+// the step, and the kernel's delivery and pacing rates.
+var tcpInfoStats = []struct{ stat, units string }{
+	{"srtt", "ms"}, {"rttvar", "ms"}, {"cwnd", "packets"}, {"retransmits", "packets"},
+	{"delivery_rate", "Mbits/s"}, {"pacing_rate", "Mbits/s"},
+}
+
+// TCPInfoSeries names a flow's TCP_INFO series: "TCP download::1 srtt".
+func TCPInfoSeries(flow, stat string) string { return flow + " " + stat }
+
+// startTCPInfo watches a sending socket's TCP_INFO until the returned stop is
+// called, which waits for the watcher: no sample of it comes after its stream's end.
+func startTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host string, step float64, env Env) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchTCPInfo(ctx, c, flow, direction, host, step, env)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// watchTCPInfo reads TCP_INFO on a sending socket every step until ctx ends or the
+// socket closes, declaring its series before their first samples. The sender is
+// where the kernel keeps the round trip and window that drive the flow.
+func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host string, step float64, env Env) {
+	if step <= 0 {
+		return
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	if env.Declare != nil {
+		for _, s := range tcpInfoStats {
+			env.Declare(datafile.Series{Name: TCPInfoSeries(flow, s.stat), Kind: KindTCPInfo, Units: s.units, Host: host,
+				Direction: direction, Stat: s.stat})
+		}
+	}
+	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
+	defer tick.Stop()
+	var lastRetrans uint32
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var info *sysunix.TCPInfo
+		var gerr error
+		if err := rc.Control(func(fd uintptr) {
+			info, gerr = sysunix.GetsockoptTCPInfo(int(fd), sysunix.IPPROTO_TCP, sysunix.TCP_INFO)
+		}); err != nil || gerr != nil {
+			return // the stream ended and closed its socket
+		}
+		now := unix(time.Now())
+		retrans := info.Total_retrans - lastRetrans
+		if first {
+			retrans, first = info.Total_retrans, false
+		}
+		lastRetrans = info.Total_retrans
+		values := map[string]float64{
+			"srtt":          float64(info.Rtt) / 1e3,
+			"rttvar":        float64(info.Rttvar) / 1e3,
+			"cwnd":          float64(info.Snd_cwnd),
+			"retransmits":   float64(retrans),
+			"delivery_rate": float64(info.Delivery_rate) * 8 / 1e6,
+			"pacing_rate":   pacingRate(info.Pacing_rate),
+		}
+		for _, s := range tcpInfoStats {
+			env.Emit(TCPInfoSeries(flow, s.stat), datafile.Sample{T: now, V: values[s.stat]})
+		}
+	}
+}
+
+// pacingRate is the pacing rate in Mbit/s; the kernel reports "unlimited" as all
+// ones, which is no rate at all.
+func pacingRate(bytesPerSec uint64) float64 {
+	if bytesPerSec == ^uint64(0) || bytesPerSec == uint64(^uint32(0)) {
+		return 0
+	}
+	return float64(bytesPerSec) * 8 / 1e6
+}
