@@ -99,6 +99,9 @@ func Write(w io.Writer, title string, runs []Run) error {
 		if c := bottleneck(id, name, r.Data); c != nil {
 			cs = append(cs, named{id, c})
 		}
+		for k, c := range others(fmt.Sprintf("ot%d-", i), name, r.Data) {
+			cs = append(cs, named{fmt.Sprintf("ot%d-%d", i, k), c})
+		}
 	}
 	if len(runs) > 1 {
 		groups := bySetup(runs)
@@ -238,6 +241,39 @@ func timeseries(id, name string, d *datafile.Run) *charts.Line {
 		line.AddSeries(se.Name, points(m.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{YAxisIndex: 1, ShowSymbol: opts.Bool(false)}))
 	}
 	return line
+}
+
+// others draws a run's series of every other kind (request/response latency, UDP
+// rates, CPU shares, TCP_INFO), one chart per unit, in the order the run declared
+// them. They are drawn from their samples: no kind needs code of its own here.
+func others(idPrefix, name string, d *datafile.Run) []*charts.Line {
+	var units []string
+	byUnits := map[string][]datafile.Series{}
+	for _, se := range d.Series {
+		switch se.Kind {
+		case datafile.KindTCP, datafile.KindPing, datafile.KindQdisc, datafile.KindBQL:
+			continue
+		}
+		if byUnits[se.Units] == nil {
+			units = append(units, se.Units)
+		}
+		byUnits[se.Units] = append(byUnits[se.Units], se)
+	}
+	var out []*charts.Line
+	for k, u := range units {
+		line := overTime(fmt.Sprintf("%s%d", idPrefix, k), "Series in "+u+" over time", name, u, "")
+		for _, se := range byUnits[u] {
+			var ts, vs []float64
+			for _, s := range d.Samples[se.Name] {
+				if !s.Lost {
+					ts, vs = append(ts, s.T), append(vs, s.V)
+				}
+			}
+			line.AddSeries(se.Name, points(d.Metadata.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false)}))
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // bottleneck draws the bottleneck's backlog and BQL inflight (bytes) and its drops

@@ -34,7 +34,8 @@ func run(setup string, pingMs float64) *datafile.Run {
 		}
 	}
 	for _, n := range []string{"qdisc server:eth0 root backlog", "qdisc server:eth0 root drops", "bql server:eth0 tx-0 inflight"} {
-		d.Series = append(d.Series, datafile.Series{Name: n})
+		kind, _, _ := strings.Cut(n, " ")
+		d.Series = append(d.Series, datafile.Series{Name: n, Kind: kind})
 		for k := 0; k <= 12; k++ {
 			d.Samples[n] = append(d.Samples[n], datafile.Sample{T: t0 + float64(k)*0.5, V: float64(k * 1000)})
 		}
@@ -109,6 +110,10 @@ func TestHostileStringsStayText(t *testing.T) {
 		d.Samples[d.Series[0].Name] = d.Samples[ping]
 		d.Series = append(d.Series, datafile.Series{Name: "qdisc " + h + " root backlog", Kind: datafile.KindQdisc})
 		d.Samples["qdisc "+h+" root backlog"] = []datafile.Sample{{T: d.Metadata.T0 + 1, V: 1}}
+		// A series of a kind the page has no chart of its own for, named and
+		// measured in units a data file from elsewhere chose.
+		d.Series = append(d.Series, datafile.Series{Name: "RR " + h, Kind: h, Units: h + " units"})
+		d.Samples["RR "+h] = []datafile.Sample{{T: d.Metadata.T0 + 1, V: 2}}
 		runs = append(runs, RunOf(d))
 	}
 	var b bytes.Buffer
@@ -134,7 +139,7 @@ func TestHostileStringsStayText(t *testing.T) {
 			t.Errorf("a script that is not ours: %.200q", s.text)
 		}
 	}
-	if want := 2*len(runs) + 4; len(options) != want {
+	if want := 3*len(runs) + 4; len(options) != want {
 		t.Errorf("%d charts' options, want %d", len(options), want)
 	}
 	all, _ := json.Marshal(options)

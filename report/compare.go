@@ -168,7 +168,9 @@ func LookupMetric(name string) (Metric, bool) {
 	return Metric{}, false
 }
 
-// metricsFor lists the side-by-side rows, those with data in at least one run.
+// metricsFor lists the side-by-side rows, those with data in at least one run:
+// the fixed metrics, then the median of every row of a test's own series
+// (Row.Own), in the summary's order.
 func metricsFor(runs []Compared) []Metric {
 	var out []Metric
 	for _, m := range AllMetrics() {
@@ -176,6 +178,15 @@ func metricsFor(runs []Compared) []Metric {
 			if !math.IsNaN(m.Value(r.Summary)) {
 				out = append(out, m)
 				break
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range runs {
+		for _, row := range r.Summary.Rows {
+			if row.Own && !seen[row.Name] {
+				seen[row.Name] = true
+				out = append(out, Metric{row.Name + " median", row.Units, 2, rowValue(row.Name, medianOf)})
 			}
 		}
 	}

@@ -88,21 +88,24 @@ func WriteText(w io.Writer, s Summary, cols Columns) error {
 	if s.Incomplete {
 		fmt.Fprintf(&b, " INCOMPLETE: %s\n", s.Error)
 	}
-	width := 0
+	// Units take flent's seven columns, more where a row's are longer
+	// ("transactions/s"), so that the counts stay in one column.
+	width, unitsWidth := 0, 7
 	for _, r := range s.Rows {
 		width = max(width, len(r.Name))
+		unitsWidth = max(unitsWidth, len(r.Units))
 	}
 	p99Head := ""
 	if cols.P99 {
 		p99Head = "          p99"
 	}
-	fmt.Fprintf(&b, "%s%s       median%s       # data pts\n", strings.Repeat(" ", width+11), "avg", p99Head)
+	fmt.Fprintf(&b, "%s%s       median%s%s# data pts\n", strings.Repeat(" ", width+11), "avg", p99Head, strings.Repeat(" ", unitsWidth))
 	for _, r := range s.Rows {
 		p99 := ""
 		if cols.P99 {
 			p99 = fmt.Sprintf(" %12s", num(r.P99))
 		}
-		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-7s%8d\n", width, r.Name, num(r.Avg), num(r.Median), p99, r.Units, r.Points)
+		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-*s%8d\n", width, r.Name, num(r.Avg), num(r.Median), p99, unitsWidth, r.Units, r.Points)
 	}
 	for _, warning := range s.Warnings {
 		fmt.Fprintf(&b, " Warning: %s\n", warning)

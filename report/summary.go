@@ -21,6 +21,10 @@ type Row struct {
 	P99    float64
 	Points int
 	Units  string
+	// Own says the row is of a series a test declared beyond the throughput,
+	// ping and bottleneck rows every comparison has (a request/response latency,
+	// a CPU share, an aggregate): a comparison shows its median.
+	Own bool
 }
 
 // Summary of one run.
@@ -156,7 +160,9 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				xs = append(xs, x.V)
 			}
 		}
-		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, xs))
+		r := rowOf(se.Name, se.Units, xs)
+		r.Own = true
+		s.Rows = append(s.Rows, r)
 	}
 	if len(m.Aggregates) > 0 {
 		for _, g := range Aggregates(run, OnGrid(run)) {
@@ -166,7 +172,9 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 					xs = append(xs, v)
 				}
 			}
-			s.Rows = append(s.Rows, rowOf(g.Name, g.Units, xs))
+			r := rowOf(g.Name, g.Units, xs)
+			r.Own = true
+			s.Rows = append(s.Rows, r)
 		}
 	}
 	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
