@@ -772,6 +772,10 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 			if t := roleEndpoint(eps, j.Target); t != nil {
 				in.spec.Target = t.host.TestIP
 			}
+			if pe := roleEndpoint(eps, peer); pe != nil {
+				in.spec.PeerOffset = pe.info.ClockOffset - ep.info.ClockOffset
+				in.spec.PeerOffsetErr = (pe.info.ClockRTT + ep.info.ClockRTT) / 2
+			}
 			for _, se := range j.Series {
 				switch se.Host {
 				case "":

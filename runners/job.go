@@ -28,6 +28,12 @@ type JobSpec struct {
 	// job's connections must present.
 	Addr  string `json:"addr,omitempty"`
 	Token string `json:"token,omitempty"`
+	// PeerOffset is the clock of the host the job aims at or connects to minus
+	// this host's, seconds, as the controller estimated both at the run's start,
+	// and PeerOffsetErr its uncertainty (half of each estimate's best round trip,
+	// added): what a one-way delay needs.
+	PeerOffset    float64 `json:"peer_offset,omitempty"`
+	PeerOffsetErr float64 `json:"peer_offset_err,omitempty"`
 	// Host is the inventory's name for this host: per-host series carry it.
 	Host string `json:"host,omitempty"`
 	// Devs are the devices of this host the run watches (its bottlenecks, their

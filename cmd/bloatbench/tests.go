@@ -12,12 +12,25 @@ import (
 func testsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "tests",
-		Usage:     "list the tests and their parameters (set with run --te KEY=VALUE)",
-		UsageText: "bloatbench tests\n\nExample:\n   bloatbench tests",
+		Usage:     "list the tests and their parameters (set with run --te KEY=VALUE), or those of test files",
+		UsageText: "bloatbench tests [TEST_FILE...]\n\nExamples:\n   bloatbench tests\n   bloatbench tests ./my_test.yaml",
 		Action: func(c *cli.Context) error {
 			all, err := tests.All()
 			if err != nil {
 				return err
+			}
+			if c.NArg() > 0 {
+				all = nil
+				for _, f := range c.Args().Slice() {
+					if !tests.IsFile(f) {
+						f = "./" + f
+					}
+					d, err := tests.Get(f)
+					if err != nil {
+						return err
+					}
+					all = append(all, d)
+				}
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			for _, d := range all {
