@@ -47,6 +47,10 @@ type Options struct {
 	// Cut keeps only the data from Cut[0] to Cut[1] seconds into the run, as flent's
 	// --data-cutoff does (see CutWindow); nil keeps everything.
 	Cut *[2]float64
+	// FoldFlows replaces the rows of single TCP flows (and their TCP_INFO) by one
+	// row per direction and statistic over the flows (--flows summary): 128 flows
+	// must not drown the table.
+	FoldFlows bool
 }
 
 // A ping series gives three rows. The series' own name is flent's row: every reply
@@ -187,9 +191,56 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 			}
 		}
 	}
+	if o.FoldFlows {
+		s.Rows = foldFlows(run, s.Rows)
+	}
 	sortRows(s.Rows)
 	s.Warnings = GridWarnings(run, from, to)
 	return s
+}
+
+// foldFlows replaces the rows of the run's per-flow series (TCP throughput, its
+// TCP_INFO) by one row per direction and statistic: "TCP download flows" (and
+// "TCP download flows srtt"), whose average and median are those of the flows'
+// averages and whose points are the flows. bloatbench's own rows: flent has none.
+func foldFlows(run *datafile.Run, rows []Row) []Row {
+	type group struct {
+		name, units string
+		avgs        []float64
+	}
+	perFlow := map[string]string{} // a flow's row name to its group's
+	var order []string
+	groups := map[string]*group{}
+	for _, se := range run.Series {
+		if se.Direction == "" || (se.Kind != datafile.KindTCP && se.Kind != "tcpinfo") {
+			continue
+		}
+		name := "TCP " + se.Direction + " flows"
+		if se.Kind != datafile.KindTCP {
+			name += " " + se.Stat
+		}
+		perFlow[se.Name] = name
+		if groups[name] == nil {
+			groups[name] = &group{name: name, units: se.Units}
+			order = append(order, name)
+		}
+	}
+	var out []Row
+	for _, r := range rows {
+		g, ok := perFlow[r.Name]
+		if !ok {
+			out = append(out, r)
+			continue
+		}
+		if !math.IsNaN(r.Avg) {
+			groups[g].avgs = append(groups[g].avgs, r.Avg)
+		}
+	}
+	for _, name := range order {
+		g := groups[name]
+		out = append(out, Row{Name: g.name, Units: g.units, Avg: Mean(g.avgs), Median: Median(g.avgs), P99: Percentile(g.avgs, 99), Points: len(g.avgs)})
+	}
+	return out
 }
 
 // inGrid says whether a cut keeps grid point k of a series that has no raw values,

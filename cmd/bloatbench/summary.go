@@ -22,6 +22,7 @@ func reportFlags() []cli.Flag {
 		formatFlag(),
 		&cli.StringFlag{Name: "cut", Usage: "summarise only START,END seconds into each run, as flent's --data-cutoff: ends excluded, an END of 0 or less counts back from the run's end; e.g. 5,25 or 5,-5"},
 		&cli.BoolFlag{Name: "p99", Usage: "add the 99th percentile column"},
+		&cli.StringFlag{Name: "flows", Value: "all", Usage: "all: a row per TCP flow; summary: one row per direction over the flows (their averages' mean and median, the flows as points)"},
 	}
 }
 
@@ -45,6 +46,13 @@ func reportOptions(c *cli.Context) (report.Options, report.Columns, error) {
 	}
 	if err := report.CheckFormat(c.String("format")); err != nil {
 		return o, report.Columns{}, err
+	}
+	switch c.String("flows") {
+	case "all":
+	case "summary":
+		o.FoldFlows = true
+	default:
+		return o, report.Columns{}, fmt.Errorf("--flows %q: use all (a row per flow) or summary (one row per direction)", c.String("flows"))
 	}
 	return o, report.Columns{P99: c.Bool("p99")}, nil
 }

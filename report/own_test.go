@@ -1,0 +1,98 @@
+package report
+
+import (
+	"math"
+	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// rowsByName indexes a summary's rows.
+func rowsByName(s Summary) map[string]Row {
+	m := map[string]Row{}
+	for _, r := range s.Rows {
+		m[r.Name] = r
+	}
+	return m
+}
+
+// --flows summary folds the flows' rows into one per direction: the mean and
+// median of the flows' averages, the flows as points; the sums stay.
+func TestFoldFlows(t *testing.T) {
+	run := syntheticRun(4, false)
+	// TCP_INFO of flow 1 and 2, folded by statistic.
+	for f, v := range map[int]float64{1: 20, 2: 30} {
+		se := datafile.Series{Name: "TCP download::" + itoa(f) + " srtt", Kind: "tcpinfo", Units: "ms", Direction: "download", Stat: "srtt"}
+		run.Series = append(run.Series, se)
+		run.Samples[se.Name] = []datafile.Sample{{T: run.Metadata.T0 + 3, V: v}, {T: run.Metadata.T0 + 4, V: v}}
+	}
+	folded := rowsByName(SummarizeWith(run, Options{FoldFlows: true}))
+	for _, gone := range []string{"TCP download::1", "TCP download::4", "TCP download::1 srtt"} {
+		if _, ok := folded[gone]; ok {
+			t.Errorf("row %q left in the folded summary", gone)
+		}
+	}
+	// Flow f averages (5 + 49*(23+f))/50.
+	var avgs []float64
+	for f := 1; f <= 4; f++ {
+		avgs = append(avgs, (5+49*(23+float64(f)))/50)
+	}
+	cases := []struct {
+		name        string
+		avg, median float64
+		points      int
+	}{
+		{"TCP download flows", Mean(avgs), Median(avgs), 4},
+		{"TCP download flows srtt", 25, 25, 2},
+		{"TCP download sum", (20 + 49*(24+25+26+27.0)) / 50, 102, 50},
+	}
+	for _, c := range cases {
+		r, ok := folded[c.name]
+		if !ok || math.Abs(r.Avg-c.avg) > 1e-9 || math.Abs(r.Median-c.median) > 1e-9 || r.Points != c.points {
+			t.Errorf("%s = %+v, want avg %v median %v points %d", c.name, r, c.avg, c.median, c.points)
+		}
+	}
+}
+
+// A series of a kind the report does not know gets a row of its own name from its
+// raw samples, marked Own, and a test's aggregates are computed on the grid: a
+// sum over a glob that leaves out what it excludes, and Jain's index.
+func TestOwnRowsAndAggregates(t *testing.T) {
+	run := syntheticRun(2, false)
+	t0 := run.Metadata.T0
+	rr := datafile.Series{Name: "TCP RR latency", Kind: "rr", Units: "ms"}
+	run.Series = append(run.Series, rr)
+	for k := 1; k <= 10; k++ {
+		run.Samples[rr.Name] = append(run.Samples[rr.Name], datafile.Sample{T: t0 + 2 + float64(k)*0.2, Dur: 0.2, V: float64(k)})
+	}
+	run.Metadata.Aggregates = []datafile.Aggregate{
+		{Name: "TCP totals", Op: "sum", Series: "TCP*", Exclude: []string{"TCP download sum", "TCP download avg", "TCP RR latency"}},
+		{Name: "Fairness", Op: "fairness", Series: "TCP download::*"},
+		{Name: "TCP download sum", Op: "sum", Series: "TCP download::*"}, // the grid's own
+	}
+	rows := rowsByName(Summarize(run))
+	if r := rows["TCP RR latency"]; !r.Own || r.Points != 10 || r.Avg != 5.5 || r.Units != "ms" {
+		t.Errorf("own row %+v", r)
+	}
+	if r := rows["TCP totals"]; !r.Own || r.Points != 50 || math.Abs(r.Avg-rows["TCP download sum"].Avg) > 1e-9 {
+		t.Errorf("TCP totals %+v, want the download sum %+v", r, rows["TCP download sum"])
+	}
+	// Flows of 24 and 25 Mbit/s after the first step: (49)^2/(2*(24^2+25^2)).
+	if r := rows["Fairness"]; math.Abs(r.Median-49.0*49/(2*(24*24+25*25))) > 1e-12 || r.Units != "" {
+		t.Errorf("fairness %+v", r)
+	}
+	if r := rows["TCP download sum"]; r.Own {
+		t.Error("the grid's own sum was taken for the test's aggregate")
+	}
+	// compare shows the own rows' medians.
+	ms := metricsFor([]Compared{{Summary: Summarize(run)}})
+	found := map[string]bool{}
+	for _, m := range ms {
+		found[m.Name] = true
+	}
+	for _, want := range []string{"TCP RR latency median", "TCP totals median", "Fairness median"} {
+		if !found[want] {
+			t.Errorf("compare lacks %q", want)
+		}
+	}
+}
