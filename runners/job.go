@@ -105,6 +105,8 @@ func Kinds() map[string]Kind {
 		"rr-server":   rrServerKind,
 		"udp-rr":      udpRRKind,
 		"tcp-rr":      tcpRRKind,
+		"udp-sink":    udpSinkKind,
+		"udp-flood":   udpFloodKind,
 	}
 }
 
