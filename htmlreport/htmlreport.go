@@ -291,24 +291,18 @@ func bottleneck(id, name string, d *datafile.Run) *charts.Line {
 		}
 		a.byT[t] += v
 	}
+	// The summary's classifier: the page and the table count the same series.
 	for _, se := range d.Series {
-		kind, rest, _ := strings.Cut(se.Name, " ")
-		dev, stat, _ := strings.Cut(rest, " ")
+		st, ok := report.BottleneckStat(se)
 		ss := d.Samples[se.Name]
 		switch {
-		case kind == datafile.KindQdisc && stat == "root backlog":
+		case !ok:
+		case st.Row == "backlog" || st.Row == "BQL inflight":
 			for _, s := range ss {
-				add(gauges, dev+" backlog (bytes)", s.T, s.V)
+				add(gauges, st.Host+":"+st.Dev+" "+st.Row+" (bytes)", s.T, s.V)
 			}
-		case kind == datafile.KindBQL && strings.HasSuffix(stat, " inflight"):
-			for _, s := range ss {
-				add(gauges, dev+" BQL inflight (bytes)", s.T, s.V)
-			}
-		case kind == datafile.KindQdisc && (stat == "root drops" || strings.HasSuffix(stat, "ecn_mark")) && !strings.Contains(stat, "tin"):
-			label := dev + " drops/s"
-			if stat != "root drops" {
-				label = dev + " ECN marks/s"
-			}
+		case st.Row == "drops" || st.Row == "ECN marks":
+			label := st.Host + ":" + st.Dev + " " + st.Row + "/s"
 			for i := 1; i < len(ss); i++ {
 				if dt := ss[i].T - ss[i-1].T; dt > 0 && ss[i].V >= ss[i-1].V {
 					add(counters, label, ss[i].T, (ss[i].V-ss[i-1].V)/dt)

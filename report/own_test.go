@@ -96,3 +96,31 @@ func TestOwnRowsAndAggregates(t *testing.T) {
 		}
 	}
 }
+
+// One classifier for the bottleneck's series, from their fields or, in files from
+// before the fields, from their names; both give the same.
+func TestBottleneckStat(t *testing.T) {
+	cases := []struct {
+		se   datafile.Series
+		want DevStat
+		ok   bool
+	}{
+		{datafile.Series{Name: "qdisc r:eth1 root drops", Kind: "qdisc", Host: "r", Dev: "eth1", Stat: "root drops"}, DevStat{"r", "eth1", "drops", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root drops", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "drops", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root tin2.ecn_mark", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "ECN marks", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root ecn_mark", Kind: "qdisc", Host: "r", Dev: "eth1", Stat: "root ecn_mark"}, DevStat{"r", "eth1", "ECN marks", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 1:3 backlog", Kind: "qdisc", Host: "r"}, DevStat{}, false},
+		{datafile.Series{Name: "qdisc r:eth1 root backlog", Kind: "qdisc"}, DevStat{"r", "eth1", "backlog", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root pkts_in_l", Kind: "qdisc"}, DevStat{"r", "eth1", "L4S pkts", true}, true},
+		{datafile.Series{Name: "bql r:eth1 tx-3 inflight", Kind: "bql", Host: "r"}, DevStat{"r", "eth1", "BQL inflight", false}, true},
+		{datafile.Series{Name: "bql r:eth1 tx-3 limit", Kind: "bql", Host: "r", Dev: "eth1", Queue: "tx-3", Stat: "limit"}, DevStat{"r", "eth1", "BQL limit", false}, true},
+		{datafile.Series{Name: "bql r:eth1 tx-3 limit_max", Kind: "bql"}, DevStat{}, false},
+		{datafile.Series{Name: "TCP download::1", Kind: "tcp"}, DevStat{}, false},
+	}
+	for _, c := range cases {
+		got, ok := BottleneckStat(c.se)
+		if ok != c.ok || got != c.want {
+			t.Errorf("%+v: %+v %v, want %+v %v", c.se, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -28,32 +28,15 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 		return d
 	}
 	for _, se := range run.Series {
-		kind, rest, _ := strings.Cut(se.Name, " ")
-		hostDev, stat, _ := strings.Cut(rest, " ")
-		ss := run.Samples[se.Name]
-		switch kind {
-		case datafile.KindQdisc:
-			where, field, _ := strings.Cut(stat, " ")
-			d := get(hostDev)
-			switch {
-			case where == "root" && field == "drops":
-				d.counters["drops"] = append(d.counters["drops"], ss)
-			case where == "root" && field == "backlog":
-				d.gauges["backlog"] = append(d.gauges["backlog"], ss)
-			case strings.HasSuffix(field, "ecn_mark") || strings.HasSuffix(field, "ecn_marked_frames"):
-				d.counters["ECN marks"] = append(d.counters["ECN marks"], ss)
-			case field == "pkts_in_l":
-				d.counters["L4S pkts"] = append(d.counters["L4S pkts"], ss)
-			case field == "pkts_in_c":
-				d.counters["classic pkts"] = append(d.counters["classic pkts"], ss)
-			}
-		case datafile.KindBQL:
-			switch {
-			case strings.HasSuffix(stat, " inflight"):
-				get(hostDev).gauges["BQL inflight"] = append(get(hostDev).gauges["BQL inflight"], ss)
-			case strings.HasSuffix(stat, " limit"):
-				get(hostDev).gauges["BQL limit"] = append(get(hostDev).gauges["BQL limit"], ss)
-			}
+		st, ok := BottleneckStat(se)
+		if !ok {
+			continue
+		}
+		d := get(st.Host + ":" + st.Dev)
+		if st.Counter {
+			d.counters[st.Row] = append(d.counters[st.Row], run.Samples[se.Name])
+		} else {
+			d.gauges[st.Row] = append(d.gauges[st.Row], run.Samples[se.Name])
 		}
 	}
 	var rows []Row
@@ -116,4 +99,64 @@ func sortedValues(m map[float64]float64) []float64 {
 		}
 	}
 	return out
+}
+
+// DevStat is what a bottleneck statistic series is for the reports: the device it
+// was sampled on and the row it adds to.
+type DevStat struct {
+	Host, Dev string
+	// Row is the statistic's row: "drops", "backlog", "ECN marks", "L4S pkts",
+	// "classic pkts", "BQL inflight", "BQL limit".
+	Row string
+	// Counter says the row adds up per-step deltas (rates); else values as sampled.
+	Counter bool
+}
+
+// BottleneckStat classifies a series for every report that shows the bottleneck
+// (summary, compare, plot), so that they agree: a cake's ECN marks are its tins'
+// (it has no total of its own), an fq_codel's its root's. Series carry their
+// device and statistic (Dev, Queue, Stat); files from before those fields say the
+// same in the name ("qdisc HOST:DEV WHERE FIELD", "bql HOST:DEV tx-N STAT").
+func BottleneckStat(se datafile.Series) (DevStat, bool) {
+	if se.Kind != datafile.KindQdisc && se.Kind != datafile.KindBQL {
+		return DevStat{}, false
+	}
+	host, dev, stat := se.Host, se.Dev, se.Stat
+	if dev == "" || stat == "" {
+		_, rest, _ := strings.Cut(se.Name, " ")
+		hostDev, s, _ := strings.Cut(rest, " ")
+		host, dev, _ = strings.Cut(hostDev, ":")
+		stat = s
+		if se.Kind == datafile.KindBQL {
+			_, stat, _ = strings.Cut(s, " ") // "tx-0 inflight"
+		}
+	}
+	st := DevStat{Host: host, Dev: dev}
+	if se.Kind == datafile.KindBQL {
+		switch stat {
+		case "inflight":
+			st.Row = "BQL inflight"
+		case "limit":
+			st.Row = "BQL limit"
+		default:
+			return DevStat{}, false
+		}
+		return st, true
+	}
+	where, field, _ := strings.Cut(stat, " ")
+	switch {
+	case where == "root" && field == "drops":
+		st.Row, st.Counter = "drops", true
+	case where == "root" && field == "backlog":
+		st.Row = "backlog"
+	case strings.HasSuffix(field, "ecn_mark") || strings.HasSuffix(field, "ecn_marked_frames"):
+		st.Row, st.Counter = "ECN marks", true
+	case field == "pkts_in_l":
+		st.Row, st.Counter = "L4S pkts", true
+	case field == "pkts_in_c":
+		st.Row, st.Counter = "classic pkts", true
+	default:
+		return DevStat{}, false
+	}
+	return st, true
 }
