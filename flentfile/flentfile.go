@@ -57,6 +57,10 @@ type file struct {
 
 // flentTests are flent 2.1.1's fixed-count TCP tests; any other count is its
 // tcp_ndown or tcp_nup with the stream count as a parameter.
+// KindFlent is the kind of a series read from a flent file that is neither ping
+// nor one TCP flow: its summary row is its values, as flent's is.
+const KindFlent = "flent"
+
 var flentTests = map[string]bool{
 	"tcp_1down": true, "tcp_2down": true, "tcp_4down": true, "tcp_6down": true, "tcp_8down": true, "tcp_12down": true,
 	"tcp_1up": true, "tcp_2up": true, "tcp_4up": true, "tcp_6up": true, "tcp_8up": true, "tcp_12up": true,
@@ -249,6 +253,26 @@ func encode(run *datafile.Run) ([]byte, error) {
 
 var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
 
+// namedFlow matches the TCP flows flent's other tests name: rrul's "TCP upload BK",
+// tcp_bidirectional's "TCP download", tcp_2up_delay's "TCP stream 2" (uploads).
+// The sums and averages among them are left to the summary, which computes them.
+var namedFlow = regexp.MustCompile(`^TCP (upload|download|stream)( .+)?$`)
+
+// flowOf says whether a flent series is one TCP flow, and its direction.
+func flowOf(name string) (direction string, ok bool) {
+	if m := flowName.FindStringSubmatch(name); m != nil {
+		return m[1], true
+	}
+	m := namedFlow.FindStringSubmatch(name)
+	if m == nil || m[2] == " sum" || m[2] == " avg" {
+		return "", false
+	}
+	if m[1] == "stream" {
+		return "upload", true
+	}
+	return m[1], true
+}
+
 // Read loads a flent data file as a run. Its ping row covers the whole run, as
 // flent's does; the loaded and idle rows split it at DELAY and DELAY + LENGTH (see
 // decode). Ping comes from the raw replies, as flent summarises it; a TCP flow's row
@@ -373,8 +397,19 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			if se.Units == "" {
 				se.Units = "Mbits/s"
 			}
+		case name == "TCP totals" || !strings.HasPrefix(name, "TCP "):
+			// A series of the test's own (rrul's totals, a CPU share, a UDP rate)
+			// whose numbers flent summarises as they are: its row is its values.
+			se.Kind = KindFlent
 		default:
-			continue // computed (sum, avg, fairness) or series bloatbench has no rows for
+			dir, ok := flowOf(name)
+			if !ok {
+				continue // the TCP sums and averages: the summary computes them
+			}
+			se.Kind, se.Direction = datafile.KindTCP, dir
+			if se.Units == "" {
+				se.Units = "Mbits/s"
+			}
 		}
 		run.Series = append(run.Series, se)
 		// flent summarises a series from its raw values where it has them (netperf's
@@ -383,7 +418,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if se.Kind == datafile.KindPing && len(raw) > 0 {
+		if (se.Kind == datafile.KindPing || se.Kind == KindFlent) && len(raw) > 0 {
 			run.Samples[name] = raw
 			continue
 		}

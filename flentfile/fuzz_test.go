@@ -51,7 +51,7 @@ func FuzzDecode(f *testing.F) {
 		for _, se := range run.Series {
 			names = append(names, se.Name)
 			switch se.Kind {
-			case datafile.KindPing:
+			case datafile.KindPing, KindFlent:
 			case datafile.KindTCP:
 				if se.Direction != "upload" && se.Direction != "download" {
 					t.Fatalf("%s: direction %q", se.Name, se.Direction)
