@@ -107,6 +107,8 @@ func Kinds() map[string]Kind {
 		"tcp-rr":      tcpRRKind,
 		"udp-sink":    udpSinkKind,
 		"udp-flood":   udpFloodKind,
+		"udp-echo":    udpEchoKind,
+		"udp-probe":   udpProbeKind,
 	}
 }
 
