@@ -374,10 +374,10 @@ func TestUDPProbeLoopback(t *testing.T) {
 				}
 				// An uncorrected clock puts the offset in up and takes it from down.
 				// Over loopback each way is microseconds, and under the race
-				// detector one was seen 20-30 us below zero: the send stamp is the
-				// qdisc's (TX_SCHED), the receive stamp the far socket's, and on
-				// loopback the two may be taken on different CPUs' clocks reads
-				// racing each other. 50 us of slack says the sign is right.
+				// detector one was seen 20-30 us below zero (the send stamp is the
+				// qdisc's, TX_SCHED, the receive stamp the far socket's; why they
+				// came out of order is not pinned down). 50 us of slack still
+				// checks the sign of the offset correction.
 				shift := -c.offset * 1e3
 				if up[i].V-shift < -0.05 || up[i].V-shift > 50 || down[i].V+shift < -0.05 || down[i].V+shift > 50 {
 					t.Errorf("probe %d: up %.4f, down %.4f ms with the server's clock %gs ahead by the controller's estimate", r.Seq, up[i].V, down[i].V, c.offset)
