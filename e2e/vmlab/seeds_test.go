@@ -1,0 +1,89 @@
+package vmlab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+)
+
+// seedWorkloads runs the seeds' other workloads through the router's setups and
+// checks the direction each seed reports:
+//   - seed 001: a UDP flood at twice the line rate, through pfifo_fast and through
+//     fq_codel: the receiver gets the line's payload rate, about half is lost, and
+//     fq_codel keeps the ping (a sparse flow beside the flood) far below
+//     pfifo_fast's, which waits behind the whole queue;
+//   - seed 004: request/response transactions beside bulk downloads through
+//     pfifo_fast, with GSO on and off: under load every transaction waits in the
+//     same queue as ICMP (within a quarter of its median), and takes far longer
+//     than alone.
+func seedWorkloads(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
+	t.Run("seeds", func(t *testing.T) {
+		f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "  pfifo_fast+bql-gso:\n    extends: pfifo_fast\n    bql: {limit_max: %d}\n    offloads: {gso: \"off\"}\n", bqlLimit)
+		f.Close()
+		run := func(test, setup string, te ...string) (*datafile.Run, map[string]float64) {
+			t.Helper()
+			dir := filepath.Join(out, "seeds", test+"-"+setup)
+			args := []string{"run", "-H", invPath, "--setup", setup, "-l", "15", "-d", "2", "-o", dir}
+			for _, kv := range te {
+				args = append(args, "--te", kv)
+			}
+			stdout, stderr, err := bb(t, 10*time.Minute, append(args, test)...)
+			if err != nil {
+				t.Fatalf("%s with %s: %v\n%s\n%s", test, setup, err, stdout, stderr)
+			}
+			t.Logf("%s with %s:\n%s", test, setup, stdout)
+			if after := guestState(t, inv); after != before {
+				t.Errorf("after %s with %s the guests are not as they were:\nbefore:\n%s\nafter:\n%s", test, setup, before, after)
+			}
+			paths, _ := filepath.Glob(filepath.Join(dir, "*.bb.json.gz"))
+			if len(paths) != 1 {
+				t.Fatalf("data files %v", paths)
+			}
+			r, err := datafile.Read(paths[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, summaryRows(t, paths[0])
+		}
+		checks := newCheckTable(t)
+		add := checks.add
+
+		// Seed 001. The flood goes up, through the router's device towards the
+		// server; its datagrams are 1470 bytes, framed in 1512.
+		payloadRate := rate / 1e6 * 1470 / 1512
+		ping := map[string]float64{}
+		for _, setup := range []string{"pfifo_fast+bql", "fq_codel+bql"} {
+			r, rows := run("udp_flood", setup, "udp_bandwidth=20M")
+			got, loss := rows["UDP upload"], rows["UDP upload loss"]
+			add(setup, "udp_flood: the line's payload rate arrives", got > payloadRate*0.9 && got < payloadRate*1.05,
+				"UDP upload median %.2f Mbit/s of %.2f", got, payloadRate)
+			add(setup, "udp_flood: about half is lost", loss > 40 && loss < 60, "loss median %.1f%% (20 Mbit/s offered)", loss)
+			ping[setup] = rows["Ping (ms) ICMP loaded"]
+			add(setup, "udp_flood: run complete", !r.Incomplete, "%s", r.Error)
+		}
+		add("fq_codel+bql", "udp_flood: ping far below pfifo_fast's (seed 001)", ping["fq_codel+bql"] < ping["pfifo_fast+bql"]/4,
+			"loaded median %.1f ms vs %.1f ms", ping["fq_codel+bql"], ping["pfifo_fast+bql"])
+
+		// Seed 004.
+		_, alone := run("tcp_rr", "pfifo_fast+bql")
+		for _, setup := range []string{"pfifo_fast+bql", "pfifo_fast+bql-gso"} {
+			_, rows := run("rr_under_load", setup)
+			rr, icmp := rows["TCP RR latency"], rows["Ping (ms) ICMP loaded"]
+			add(setup, "rr_under_load: RR waits as ICMP does", rr > icmp*0.75 && rr < icmp*1.25,
+				"RR latency median %.2f ms, ICMP loaded median %.2f ms", rr, icmp)
+			add(setup, "rr_under_load: slower than tcp_rr alone", rr > 4*alone["TCP RR latency"] && rows["TCP RR transactions"] < alone["TCP RR transactions"]/4,
+				"%.2f ms, %.0f transactions/s under load; %.2f ms, %.0f alone", rr, rows["TCP RR transactions"], alone["TCP RR latency"], alone["TCP RR transactions"])
+		}
+		t.Logf("VM lab seed workloads (15 s, line rate %.0f Mbit/s):\n%s", rate/1e6, strings.TrimRight(checks.String(), "\n"))
+	})
+}
