@@ -65,7 +65,7 @@ var flentTests = map[string]bool{
 	"tcp_1down": true, "tcp_2down": true, "tcp_4down": true, "tcp_6down": true, "tcp_8down": true, "tcp_12down": true,
 	"tcp_1up": true, "tcp_2up": true, "tcp_4up": true, "tcp_6up": true, "tcp_8up": true, "tcp_12up": true,
 	"tcp_ndown": true, "tcp_nup": true,
-	"tcp_bidirectional": true, "tcp_2up_delay": true, "rrul": true, "rrul_be": true,
+	"tcp_bidirectional": true, "tcp_2up_delay": true, "rrul": true, "rrul_be": true, "udp_flood": true,
 }
 
 // flentName is the flent test a run corresponds to: flent needs an existing test's
