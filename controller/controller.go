@@ -744,6 +744,11 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 		}
 	}
 	roleOf := map[string]string{} // a job's name to its host's role
+	kinds := runners.Kinds()
+	// A sampler runs once on a host, however many roles name it (cpu@server and
+	// cpu@bottleneck on a server that is a bottleneck): two would write one
+	// series twice.
+	sampled := map[string]bool{}
 	var out []instance
 	for _, j := range o.Plan.Jobs {
 		var on []*endpoint
@@ -764,6 +769,11 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 		}
 		at := start.Add(time.Duration(j.Start.Eval(timing) * float64(time.Second)))
 		for _, ep := range on {
+			key := j.Kind + "\x00" + ep.host.Name
+			if kinds[j.Kind].Sampler && sampled[key] {
+				continue
+			}
+			sampled[key] = true
 			in := instance{job: j, ep: ep, at: at, spec: runners.JobSpec{Kind: j.Kind, Start: agentTime(ep, at),
 				Step: o.Step.Seconds(), Token: token, Host: ep.host.Name, Devs: devs[ep.host.Name], Params: j.Params}}
 			if !j.Background {

@@ -42,6 +42,7 @@ type cpuParams struct {
 
 var cpuKind = Kind{
 	Background: true,
+	Sampler:    true,
 	// The series are not known here: how many cores a host has, and which fields
 	// its kernel accounts, only the host can tell. They are declared as they come.
 	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {

@@ -91,6 +91,9 @@ type Kind struct {
 	// Background kinds run until the run stops them (a listener, a sampler); the
 	// others end by themselves, and the run waits for them.
 	Background bool
+	// Sampler kinds watch a host and talk to no other job: any run can add them
+	// on any host (--sampler).
+	Sampler bool
 }
 
 // Kinds is the registry: every kind of job by name. A new workload is a runner

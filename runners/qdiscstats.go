@@ -46,6 +46,7 @@ func BQLSeries(host, dev, queue, stat string) string {
 // qdiscKind samples the host's watched devices; it takes no parameters.
 var qdiscKind = Kind{
 	Background: true,
+	Sampler:    true,
 	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
 		if len(params) > 0 {
 			return nil, nil, fmt.Errorf("qdisc takes no parameters")

@@ -240,7 +240,7 @@ func (d *Definition) check() error {
 		switch j.Host {
 		case RoleClient, RoleServer, RoleBottleneck:
 		case RoleAll:
-			if !k.Background {
+			if !k.Sampler {
 				return fmt.Errorf("%s.host %q: only a sampler runs on every host", key, j.Host)
 			}
 		default:
@@ -537,10 +537,10 @@ func setBy(used map[string]bool, params map[string]string) string {
 func (p *Plan) AddSampler(arg string) error {
 	kindName, role, _ := strings.Cut(arg, "@")
 	k, ok := runners.Kinds()[kindName]
-	if !ok || !k.Background || kindName == "tcp-listen" || kindName == "rr-server" {
+	if !ok || !k.Sampler {
 		var samplers []string
 		for _, n := range runners.KindNames() {
-			if kk := runners.Kinds()[n]; kk.Background && n != "tcp-listen" && n != "rr-server" {
+			if runners.Kinds()[n].Sampler {
 				samplers = append(samplers, n)
 			}
 		}

@@ -228,3 +228,49 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// --sampler adds a sampler kind on a role, once; kinds that serve other jobs, and
+// roles that are not, are refused naming what is accepted.
+func TestAddSampler(t *testing.T) {
+	d, err := Get("tcp_ndown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		err  string
+		host string
+	}{
+		{[]string{"cpu"}, "", RoleAll},
+		{[]string{"cpu@server"}, "", RoleServer},
+		{[]string{"cpu@server", "cpu@client"}, "", RoleClient},
+		{[]string{"cpu", "cpu@server"}, "samples cpu on all already", ""},
+		{[]string{"qdisc@bottleneck"}, "samples qdisc on bottleneck already", ""},
+		{[]string{"udp-sink"}, "the samplers are cpu, qdisc", ""},
+		{[]string{"tcp-listen@server"}, "the samplers are", ""},
+		{[]string{"cpu@router"}, `"router" is not a role`, ""},
+		{[]string{"teleport"}, "the samplers are", ""},
+	} {
+		p, err := d.Resolve(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range c.args {
+			if err = p.AddSampler(a); err != nil {
+				break
+			}
+		}
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: error %v, want %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if last := p.Jobs[len(p.Jobs)-1]; last.Kind != "cpu" || last.Host != c.host || !last.Background {
+			t.Errorf("%v: last job %+v", c.args, last)
+		}
+	}
+}
