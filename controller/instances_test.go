@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/tests"
+)
+
+// The plan's jobs laid out on the hosts: roles to endpoints, bottleneck jobs on
+// each bottleneck host, a sampler once a host, starts on each agent's clock,
+// targets and the series' hosts filled in, the peer's clock offset given.
+func TestInstances(t *testing.T) {
+	def, err := tests.Get("tcp_nup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := def.Resolve(map[string]string{"upload_streams": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"cpu", "cpu@server"} {
+		if err := plan.AddSampler(s); err != nil && !strings.Contains(err.Error(), "already") {
+			t.Fatal(err)
+		}
+	}
+	inv := &inventory.Inventory{Bottleneck: []inventory.Bottleneck{{Host: "server", Dev: "eth1"}, {Host: "router", Dev: "eth0"}, {Host: "router", Dev: "eth1"}}}
+	eps := []*endpoint{
+		{role: "client", host: &inventory.Host{Name: "client", TestIP: "192.0.2.1"}, info: datafile.Host{ClockOffset: 0.5, ClockRTT: 0.002}},
+		{role: "server", host: &inventory.Host{Name: "server", TestIP: "192.0.2.2"}, info: datafile.Host{ClockOffset: -0.25, ClockRTT: 0.004}},
+		{role: "bottleneck", host: &inventory.Host{Name: "router", TestIP: "192.0.2.3"}},
+	}
+	o := &Options{Plan: plan, Inventory: inv, Length: 10 * time.Second, Delay: 2 * time.Second, Step: 200 * time.Millisecond}
+	t0 := time.Unix(1_800_000_000, 0)
+	ins := o.instances(eps, t0, "tok")
+	var got []string
+	for _, in := range ins {
+		got = append(got, in.job.Name+"@"+in.ep.host.Name)
+	}
+	want := "listen@server ping@client streams@client qdisc@server qdisc@router cpu@all@client cpu@all@server cpu@all@router"
+	if strings.Join(got, " ") != want {
+		t.Errorf("instances %v, want %s", got, want)
+	}
+	byName := map[string]instance{}
+	for _, in := range ins {
+		byName[in.job.Name+"@"+in.ep.host.Name] = in
+	}
+	streams := byName["streams@client"]
+	if s := streams.spec; s.Start != datafile.Unix(t0)+2+0.5 || s.Duration != 10 || s.Token != "tok" || s.Target != "" ||
+		s.PeerOffset != -0.75 || s.PeerOffsetErr != 0.003 {
+		t.Errorf("streams spec %+v", s)
+	}
+	for _, se := range streams.series {
+		if se.Host != "server" { // uploads are counted by the listener's host
+			t.Errorf("series %s measured by %q", se.Name, se.Host)
+		}
+	}
+	ping := byName["ping@client"]
+	if ping.spec.Target != "192.0.2.2" || ping.spec.Duration != 14 || ping.series[0].Target != "192.0.2.2" || ping.series[0].Host != "client" {
+		t.Errorf("ping %+v %+v", ping.spec, ping.series)
+	}
+	var devs []string
+	for _, d := range byName["qdisc@router"].spec.Devs {
+		devs = append(devs, d.Name)
+	}
+	if strings.Join(devs, ",") != "eth0,eth1" || byName["qdisc@router"].spec.Duration != 0 {
+		t.Errorf("router's sampler %+v", byName["qdisc@router"].spec)
+	}
+	var params map[string]any
+	if err := json.Unmarshal(streams.spec.Params, &params); err != nil || len(params["flows"].([]any)) != 2 {
+		t.Errorf("streams params %s: %v", streams.spec.Params, err)
+	}
+}
