@@ -50,4 +50,23 @@ func (f *boolFlag) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// textParam is a parameter kept as text that a test may write as a string or as a
+// number (tos: 184 and bandwidth: 1000000 are numbers in YAML); the kind reads
+// the text.
+type textParam string
+
+func (t *textParam) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*t = textParam(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("%s is neither text nor a number", b)
+	}
+	*t = textParam(n.String())
+	return nil
+}
+
 var _ json.Unmarshaler = (*wholeNumber)(nil)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -107,104 +105,42 @@ func (pg *Pinger) Run(ctx context.Context, emit Emit) error {
 	start := startTime(spec.Start)
 	deadline := start.Add(time.Duration(spec.Duration*float64(time.Second)) + lossWait)
 
-	var mu sync.Mutex
-	answered, sentAll := 0, false
-	allIn := make(chan struct{})
 	var fellBack [2]int // replies without the kernel's receive, send stamp
-	recvErr := make(chan error, 1)
-	go func() {
-		recvErr <- pg.p.receive(func(r reply) {
+	sched := probeSchedule{start: start, interval: interval, count: count, deadline: deadline}
+	t, err := sched.run(ctx, pg.p.send, func(answered func()) error {
+		return pg.p.receive(func(r reply) {
 			emit(spec.Series, datafile.Sample{T: unix(r.at), V: float64(r.rtt) / float64(time.Millisecond), Seq: r.k})
-			mu.Lock()
-			defer mu.Unlock()
 			if !r.kernelRX && pg.p.stamps.rx != "" {
 				fellBack[0]++
 			}
 			if !r.kernelTX && pg.p.stamps.tx {
 				fellBack[1]++
 			}
-			answered++
-			if sentAll && answered == count {
-				close(allIn)
-			}
+			answered()
 		})
-	}()
-	stopReceiving := func() error {
-		pg.p.stop()
-		return <-recvErr
+	}, pg.p.stop)
+	if err != nil {
+		return fmt.Errorf("ping %s: %w", spec.Target, err)
 	}
-
-	var sendErr error
-	failed, sent, skipped := 0, 0, 0
-	for k := 0; k < count; k++ {
-		at := start.Add(time.Duration(k) * interval)
-		if k+1 < count && !time.Now().Before(at.Add(interval)) {
-			// The next slot is due already: a job that started late (an agent slow
-			// to start it, on a busy or emulated host) or a stalled one sends only
-			// the latest probe due, not every one it missed at once: a burst would
-			// measure one moment many times, and load the path it measures. The
-			// summary's coverage warning names the gap.
-			skipped++
-			continue
-		}
-		if err := sleepUntil(ctx, at); err != nil {
-			stopReceiving()
-			return nil
-		}
-		sent++
-		if err := pg.p.send(k); err != nil {
-			// The probe is lost (a link down is a measurement, not a failure).
-			if sendErr == nil {
-				sendErr = err
-			}
-			failed++
-		}
-	}
-	mu.Lock()
-	sentAll, count = true, sent
-	if answered == count {
-		close(allIn)
-	}
-	mu.Unlock()
-
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		stopReceiving()
+	if t.interrupted {
 		return nil
-	case err := <-recvErr:
-		return fmt.Errorf("ping %s: %w", spec.Target, err)
-	case <-allIn:
-	case <-timer.C:
 	}
-	if err := stopReceiving(); err != nil {
-		return fmt.Errorf("ping %s: %w", spec.Target, err)
-	}
-	lost := pg.p.unanswered()
-	seqs := make([]int, 0, len(lost))
-	for k := range lost {
-		seqs = append(seqs, k)
-	}
-	sort.Ints(seqs)
-	for _, k := range seqs {
-		emit(spec.Series, datafile.Sample{T: unix(lost[k]), Seq: k, Lost: true})
-	}
-	if failed == count && count > 0 {
-		return fmt.Errorf("ping %s: every probe failed to send: %w", spec.Target, sendErr)
+	recordLost(pg.p, emit, spec.Series)
+	if t.failed == t.sent && t.sent > 0 {
+		return fmt.Errorf("ping %s: every probe failed to send: %w", spec.Target, t.sendErr)
 	}
 	if pg.Warn != nil {
-		if skipped > 0 {
-			pg.Warn(fmt.Sprintf("ping %s: %d probes were not sent: their slots had passed when the runner got to them (it started or ran late), and only the latest one due was sent", spec.Target, skipped))
+		if t.skipped > 0 {
+			pg.Warn(fmt.Sprintf("ping %s: %d probes were not sent: their slots had passed when the runner got to them (it started or ran late), and only the latest one due was sent", spec.Target, t.skipped))
 		}
 		if fellBack[0] > 0 {
-			pg.Warn(fmt.Sprintf("ping %s: %d of %d replies came without the kernel's receive timestamp; their receive times were taken in user space", spec.Target, fellBack[0], answered))
+			pg.Warn(fmt.Sprintf("ping %s: %d of %d replies came without the kernel's receive timestamp; their receive times were taken in user space", spec.Target, fellBack[0], t.answered))
 		}
 		if fellBack[1] > 0 {
-			pg.Warn(fmt.Sprintf("ping %s: %d of %d probes got no kernel send timestamp; their send times were taken in user space before sendto", spec.Target, fellBack[1], answered))
+			pg.Warn(fmt.Sprintf("ping %s: %d of %d probes got no kernel send timestamp; their send times were taken in user space before sendto", spec.Target, fellBack[1], t.answered))
 		}
-		if failed > 0 {
-			pg.Warn(fmt.Sprintf("ping %s: %d of %d probes could not be sent (recorded as lost): %v", spec.Target, failed, count, sendErr))
+		if t.failed > 0 {
+			pg.Warn(fmt.Sprintf("ping %s: %d of %d probes could not be sent (recorded as lost): %v", spec.Target, t.failed, t.sent, t.sendErr))
 		}
 	}
 	return nil

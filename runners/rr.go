@@ -352,21 +352,7 @@ type rrParams struct {
 }
 
 // tosParam is a TOS written as a name or a number (tos: 184 in YAML is a number).
-type tosParam string
-
-func (t *tosParam) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		*t = tosParam(s)
-		return nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("%s is not a TOS name or number", b)
-	}
-	*t = tosParam(n.String())
-	return nil
-}
+type tosParam = textParam
 
 // rrConfig is a client job's parameters resolved: defaults filled in, checked.
 type rrConfig struct {

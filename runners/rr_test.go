@@ -78,7 +78,7 @@ func TestRRPlan(t *testing.T) {
 		{kind: "tcp-rr", params: map[string]any{"request_size": "lots"}, want: `error: "lots" is not a whole number`},
 		{kind: "udp-rr", params: map[string]any{"tos": "XX"}, want: `error: tos: TOS "XX"`},
 		{kind: "udp-rr", params: map[string]any{"tos": 256}, want: `error: tos: TOS "256"`},
-		{kind: "udp-rr", params: map[string]any{"tos": true}, want: "error: true is not a TOS name or number"},
+		{kind: "udp-rr", params: map[string]any{"tos": true}, want: "error: true is neither text nor a number"},
 		{kind: "udp-rr", params: map[string]any{"timeout": 0}, want: "error: timeout is 0s"},
 		{kind: "udp-rr", params: map[string]any{"timeout": 61}, want: "error: timeout is 61s"},
 		{kind: "tcp-rr", params: map[string]any{"timeout": 1}, want: "error: timeout is for udp-rr only"},

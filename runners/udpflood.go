@@ -172,21 +172,7 @@ func ParseBandwidth(s string) (float64, error) {
 }
 
 // rateParam is a bandwidth written as a string or a number (bandwidth: 1000000).
-type rateParam string
-
-func (r *rateParam) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		*r = rateParam(s)
-		return nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("%s is not a bandwidth", b)
-	}
-	*r = rateParam(n.String())
-	return nil
-}
+type rateParam = textParam
 
 // floodParams are a udp-flood job's parameters; a pointer tells a 0 written from
 // one left out.

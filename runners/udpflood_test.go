@@ -81,7 +81,7 @@ func TestUDPFloodPlan(t *testing.T) {
 		{kind: "udp-flood", params: map[string]any{"bandwidth": "fast"}, want: `error: bandwidth "fast"`},
 		{kind: "udp-flood", params: map[string]any{"bandwidth": "-5M"}, want: `error: bandwidth "-5M"`},
 		{kind: "udp-flood", params: map[string]any{"bandwidth": "1T"}, want: `error: bandwidth "1T"`},
-		{kind: "udp-flood", params: map[string]any{"bandwidth": true}, want: "error: true is not a bandwidth"},
+		{kind: "udp-flood", params: map[string]any{"bandwidth": true}, want: "error: true is neither text nor a number"},
 		{kind: "udp-flood", params: map[string]any{"packet_size": 15}, want: "error: packet_size is 15: want 16 (the header) to 65507"},
 		{kind: "udp-flood", params: map[string]any{"packet_size": 65508}, want: "error: packet_size is 65508"},
 		{kind: "udp-flood", params: map[string]any{"packet_size": "big"}, want: `error: "big" is not a whole number`},

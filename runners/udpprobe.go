@@ -10,9 +10,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	linux "golang.org/x/sys/unix"
@@ -647,13 +645,11 @@ func (u *udpProber) run(ctx context.Context) error {
 	start := startTime(spec.Start)
 	deadline := start.Add(time.Duration(spec.Duration*float64(time.Second)) + lossWait)
 
-	var mu sync.Mutex
-	answered, sentAll := 0, false
-	allIn := make(chan struct{})
-	recvErr := make(chan error, 1)
-	go func() {
+	buf := make([]byte, cfg.size)
+	sched := probeSchedule{start: start, interval: interval, count: count, deadline: deadline}
+	st, err := sched.run(ctx, func(k int) error { return u.send(k, buf) }, func(answered func()) error {
 		t := &u.tally
-		recvErr <- u.receive(func(a probeArrival) {
+		return u.receive(func(a probeArrival) {
 			at := datafile.Unix(time.Unix(0, a.clientRX))
 			rtt, up, down, ok := probeDelays(a.clientTX, a.rep.serverRX, a.rep.serverTX, a.clientRX, spec.PeerOffset)
 			if ok {
@@ -681,74 +677,17 @@ func (u *udpProber) run(ctx context.Context) error {
 			if !a.rep.kernelRX {
 				t.serverUserRX++
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			answered++
-			if sentAll && answered == count {
-				close(allIn)
-			}
+			answered()
 		})
-	}()
-	stopReceiving := func() error {
-		p.stop()
-		return <-recvErr
+	}, p.stop)
+	if err != nil {
+		return fmt.Errorf("udp-probe %s to %s: %w", base, spec.Addr, err)
 	}
-
-	buf := make([]byte, cfg.size)
-	var sendErr error
-	failed, sent, skipped := 0, 0, 0
-	for k := 0; k < count; k++ {
-		at := start.Add(time.Duration(k) * interval)
-		if k+1 < count && !time.Now().Before(at.Add(interval)) {
-			// The next slot is due already (a late start, a stall): only the latest
-			// probe due goes, as the ping kind does; a burst would measure one moment
-			// many times, and load the path it measures.
-			skipped++
-			continue
-		}
-		if err := sleepUntil(ctx, at); err != nil {
-			stopReceiving()
-			return nil
-		}
-		sent++
-		if err := u.send(k, buf); err != nil {
-			// The probe is lost (a link down is a measurement, not a failure).
-			if sendErr == nil {
-				sendErr = err
-			}
-			failed++
-		}
-	}
-	mu.Lock()
-	sentAll, count = true, sent
-	if answered == count {
-		close(allIn)
-	}
-	mu.Unlock()
-
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		stopReceiving()
+	if st.interrupted {
 		return nil
-	case err := <-recvErr:
-		return fmt.Errorf("udp-probe %s to %s: %w", base, spec.Addr, err)
-	case <-allIn:
-	case <-timer.C:
 	}
-	if err := stopReceiving(); err != nil {
-		return fmt.Errorf("udp-probe %s to %s: %w", base, spec.Addr, err)
-	}
-	lost := p.unanswered()
-	seqs := make([]int, 0, len(lost))
-	for k := range lost {
-		seqs = append(seqs, k)
-	}
-	sort.Ints(seqs)
-	for _, k := range seqs {
-		u.env.Emit(rttName, datafile.Sample{T: unix(lost[k]), Seq: k, Lost: true})
-	}
+	sent, skipped, failed, sendErr := st.sent, st.skipped, st.failed, st.sendErr
+	recordLost(p, u.env.Emit, rttName)
 	if failed == sent && sent > 0 {
 		return fmt.Errorf("udp-probe %s to %s: every probe failed to send: %w", base, spec.Addr, sendErr)
 	}
