@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -546,7 +545,7 @@ func (cl *rrClient) run(ctx context.Context) error {
 		return nil
 	}
 
-	var done atomic.Int64
+	var done rrDone
 	loopCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Closing the socket is what stops a transaction blocked in a read or write.
@@ -566,12 +565,20 @@ func (cl *rrClient) run(ctx context.Context) error {
 	if step <= 0 {
 		step = 0.2 // as the other samplers do
 	}
-	last, lastN := time.Now(), int64(0)
+	// A sample covers the time since the last one: a step in which no transaction
+	// completed (one takes longer than a step, behind a full queue) says nothing,
+	// and the next covers both, as netperf's interim results do. Its latency is
+	// the mean of the transactions that completed in it, each timed from its
+	// request to its response: the interval over their number (flent's rr_to_ms)
+	// would count the part of the interval before the first one began.
+	last, lastN, lastBusy := time.Now(), int64(0), time.Duration(0)
 	sample := func() {
 		now := time.Now()
-		n := done.Load()
-		cl.emit(now, now.Sub(last).Seconds(), n-lastN)
-		last, lastN = now, n
+		n, busy := done.read()
+		if n > lastN {
+			cl.emit(now, now.Sub(last).Seconds(), n-lastN, busy-lastBusy)
+			last, lastN, lastBusy = now, n, busy
+		}
 	}
 	var runErr error
 	loopEnded := false
@@ -614,7 +621,7 @@ ticks:
 	// Received from the loop's goroutine after it returned: tally is settled.
 	if tally.lost > 0 && cl.env.Warn != nil {
 		msg := fmt.Sprintf("%s %s: %d of %d transactions got no response within %gs", cl.name, cl.cfg.series,
-			tally.lost, tally.lost+done.Load(), cl.cfg.timeout.Seconds())
+			tally.lost, tally.lost+done.count(), cl.cfg.timeout.Seconds())
 		if tally.lastErr != nil {
 			msg += fmt.Sprintf(" (last error: %v)", tally.lastErr)
 		}
@@ -627,18 +634,42 @@ ticks:
 }
 
 // emit samples an interval of dur seconds ending at now in which n transactions
-// completed: their mean time, the interval over their number (flent's rr_to_ms of
-// netperf's interval rate), and the rate. An interval with none says nothing: its
-// transaction, if any, is still in flight, and its time is not known yet.
-func (cl *rrClient) emit(now time.Time, dur float64, n int64) {
-	if n <= 0 || dur <= 0 {
+// completed, taking busy together: their mean time and the interval's rate.
+func (cl *rrClient) emit(now time.Time, dur float64, n int64, busy time.Duration) {
+	if n <= 0 || dur <= 0 || busy <= 0 {
 		return
 	}
 	t := unix(now)
-	cl.env.Emit(cl.cfg.series, datafile.Sample{T: t, V: dur * 1000 / float64(n), Dur: dur})
+	cl.env.Emit(cl.cfg.series, datafile.Sample{T: t, V: busy.Seconds() * 1000 / float64(n), Dur: dur})
 	if cl.cfg.rateSeries != "" {
 		cl.env.Emit(cl.cfg.rateSeries, datafile.Sample{T: t, V: float64(n) / dur, Dur: dur})
 	}
+}
+
+// rrDone counts completed transactions and their time together, so that a
+// sample reads a count and the time of exactly those.
+type rrDone struct {
+	mu   sync.Mutex
+	n    int64
+	busy time.Duration
+}
+
+func (d *rrDone) add(took time.Duration) {
+	d.mu.Lock()
+	d.n++
+	d.busy += took
+	d.mu.Unlock()
+}
+
+func (d *rrDone) count() int64 {
+	n, _ := d.read()
+	return n
+}
+
+func (d *rrDone) read() (int64, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n, d.busy
 }
 
 // connectTCP connects and has the server take the connection.
@@ -670,9 +701,10 @@ func (cl *rrClient) connectTCP(ctx context.Context) (net.Conn, error) {
 }
 
 // transactTCP runs transactions until ctx ends (nil) or the connection fails.
-func (cl *rrClient) transactTCP(ctx context.Context, c net.Conn, done *atomic.Int64) error {
+func (cl *rrClient) transactTCP(ctx context.Context, c net.Conn, done *rrDone) error {
 	req := make([]byte, cl.cfg.request)
 	for {
+		began := time.Now()
 		if _, err := c.Write(req); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -689,14 +721,14 @@ func (cl *rrClient) transactTCP(ctx context.Context, c net.Conn, done *atomic.In
 			}
 			return fmt.Errorf("receive response: %w", err)
 		}
-		done.Add(1)
+		done.add(time.Since(began))
 	}
 }
 
 // transactUDP runs transactions until ctx ends. A transaction whose response does
 // not come within the timeout is counted lost, and the next one goes: a late
 // response is told from the current one by its sequence number and ignored.
-func (cl *rrClient) transactUDP(ctx context.Context, c net.Conn, done *atomic.Int64, tally *rrTally) error {
+func (cl *rrClient) transactUDP(ctx context.Context, c net.Conn, done *rrDone, tally *rrTally) error {
 	key := tokenKey(cl.spec.Token)
 	req := make([]byte, max(cl.cfg.request, udpRequestHeader))
 	copy(req, key[:])
@@ -715,7 +747,8 @@ func (cl *rrClient) transactUDP(ctx context.Context, c net.Conn, done *atomic.In
 	}
 	for seq := uint64(1); ; seq++ {
 		binary.BigEndian.PutUint64(req[16:24], seq)
-		deadline := time.Now().Add(cl.cfg.timeout)
+		began := time.Now()
+		deadline := began.Add(cl.cfg.timeout)
 		if _, err := c.Write(req); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -738,7 +771,7 @@ func (cl *rrClient) transactUDP(ctx context.Context, c net.Conn, done *atomic.In
 				break
 			}
 			if n >= udpResponseHeader && binary.BigEndian.Uint64(resp[:8]) == seq {
-				done.Add(1)
+				done.add(time.Since(began))
 				break
 			}
 		}
