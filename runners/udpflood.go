@@ -422,7 +422,7 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte) {
 				f.sent = binary.BigEndian.Uint64(d[16:24])
 				// Datagrams lost at the tail are past the highest number seen.
 				f.maxSeq = max(f.maxSeq, f.sent)
-				s.sample(f, now)
+				s.sample(f, now, true)
 				f.ended = true
 				s.summary(k, f)
 			}
@@ -453,7 +453,7 @@ func (s *udpSink) tick(now time.Time) {
 	defer s.mu.Unlock()
 	for _, f := range s.flows {
 		if !f.ended && now.Sub(f.lastRx) < udpIdle {
-			s.sample(f, now)
+			s.sample(f, now, false)
 		}
 	}
 }
@@ -466,14 +466,28 @@ func (s *udpSink) tick(now time.Time) {
 // 0..100%; an interval in which nothing new came says nothing of loss, and the next
 // one that does takes the whole gap. A flow not named yet is not sampled: its
 // counts wait for its name.
-func (s *udpSink) sample(f *sinkFlow, now time.Time) {
+//
+// An interval shorter than half a step gives no rates: the flood's first datagram
+// comes a hair before the step at which it starts, and its end a hair after the
+// last, and a rate over a millisecond says nothing (a few datagrams read as 90
+// Mbit/s, none as 0). Such an interval's counts go into the next one; at the
+// flow's end (final) there is no next, and only its loss is sampled: the
+// datagrams lost at the tail.
+func (s *udpSink) sample(f *sinkFlow, now time.Time, final bool) {
 	dur := now.Sub(f.last).Seconds()
-	if f.name == "" || !f.started || dur <= 0 {
+	step := s.spec.Step
+	if step <= 0 {
+		step = 0.2
+	}
+	short := dur < step/2
+	if f.name == "" || !f.started || dur <= 0 || short && !final {
 		return
 	}
 	t := unix(now)
-	s.env.Emit(f.name, sampleOf(now, dur, f.bytes))
-	s.env.Emit(f.name+udpRxSuffix, datafile.Sample{T: t, V: float64(f.pkts) / dur, Dur: dur})
+	if !short {
+		s.env.Emit(f.name, sampleOf(now, dur, f.bytes))
+		s.env.Emit(f.name+udpRxSuffix, datafile.Sample{T: t, V: float64(f.pkts) / dur, Dur: dur})
+	}
 	if expected := f.maxSeq - f.prevMax; expected > 0 {
 		loss := 100 * (1 - float64(f.pkts)/float64(expected))
 		s.env.Emit(f.name+udpLossSuffix, datafile.Sample{T: t, V: math.Min(100, math.Max(0, loss)), Dur: dur})
@@ -523,7 +537,7 @@ func (s *udpSink) finish(now time.Time) {
 	for _, k := range keys {
 		f := s.flows[k]
 		if now.Sub(f.lastRx) < udpIdle {
-			s.sample(f, now)
+			s.sample(f, now, true)
 		}
 		s.summary(k, f)
 	}
