@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -74,14 +73,12 @@ func avgOf(r Row) float64    { return r.Avg }
 func medianOf(r Row) float64 { return r.Median }
 func p99Of(r Row) float64    { return r.P99 }
 
-var flowRow = regexp.MustCompile(`^TCP (upload|download)::\d+$`)
-
 // jain is Jain's fairness index over the flows' average throughputs: 1 when all are
 // equal, 1/n when one flow has everything.
 func jain(s Summary) float64 {
 	sum, sq, n := 0.0, 0.0, 0
 	for _, r := range s.Rows {
-		if flowRow.MatchString(r.Name) && !math.IsNaN(r.Avg) {
+		if r.Flow && !math.IsNaN(r.Avg) {
 			sum += r.Avg
 			sq += r.Avg * r.Avg
 			n++

@@ -124,3 +124,22 @@ func TestBottleneckStat(t *testing.T) {
 		}
 	}
 }
+
+// Jain's fairness in compare is taken over the rows of single flows, whatever
+// their names (rrul's "TCP upload BK"): not over sums, averages or other rows.
+func TestJainOverFlowRows(t *testing.T) {
+	run := syntheticRun(0, false)
+	t0 := run.Metadata.T0
+	for i, name := range []string{"TCP upload BE", "TCP upload BK"} {
+		se := datafile.Series{Name: name, Kind: datafile.KindTCP, Units: "Mbits/s", Direction: "upload"}
+		run.Series = append(run.Series, se)
+		for k := 1; k <= 10; k++ {
+			run.Samples[name] = append(run.Samples[name], datafile.Sample{T: t0 + 2 + float64(k)*0.2, Dur: 0.2, V: float64(10 * (i + 1))})
+		}
+	}
+	s := Summarize(run)
+	// 10 and 20 Mbit/s: (30)^2 / (2 * 500).
+	if got := jain(s); math.Abs(got-0.9) > 1e-12 {
+		t.Errorf("jain = %v, want 0.9", got)
+	}
+}

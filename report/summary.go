@@ -25,6 +25,8 @@ type Row struct {
 	// ping and bottleneck rows every comparison has (a request/response latency,
 	// a CPU share, an aggregate): a comparison shows its median.
 	Own bool
+	// Flow says the row is one TCP flow's: Jain's fairness is taken over these.
+	Flow bool
 }
 
 // Summary of one run.
@@ -128,6 +130,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, whole),
 			rowOf(se.Name+LoadedSuffix, se.Units, loaded), rowOf(se.Name+IdleSuffix, se.Units, idle))
 	}
+	flows := map[string]bool{}
+	for _, se := range run.Series {
+		flows[se.Name] = se.Kind == datafile.KindTCP
+	}
 	for _, g := range Throughput(run) {
 		vs := g.Values
 		for k := range vs {
@@ -149,7 +155,9 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				}
 			}
 		}
-		s.Rows = append(s.Rows, rowOf(g.Name, g.Units, defined(vs)))
+		r := rowOf(g.Name, g.Units, defined(vs))
+		r.Flow = flows[g.Name]
+		s.Rows = append(s.Rows, r)
 	}
 	// Series of other kinds (request/response latency, CPU shares) get a row of
 	// their own name over the run, as flent summarises a series from its raw values.
