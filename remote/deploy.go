@@ -63,7 +63,10 @@ var bootstrapScript = strings.Join([]string{
 	bootstrapStart,
 	`d="${XDG_CACHE_HOME:-${HOME:-.}/.cache}/bloatbench"`,
 	`p="$d/agent-$2"`,
-	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; then touch "$p"; start "$p" "$4"; fi`,
+	// touch -c: without it coreutils' touch opens the file for writing to stamp it,
+	// and another host sharing this home (the local lab's namespaces do) that execs
+	// the agent in that instant fails with ETXTBSY (seen in CI); -c stamps the path.
+	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; then touch -c "$p"; start "$p" "$4"; fi`,
 	`echo "` + markNeed + `"`,
 	`IFS= read -r n || exit 3`,
 	`case "$n" in ""|*[!0-9]*) exit 3;; esac`,
