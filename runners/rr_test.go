@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"reflect"
 	"strconv"
@@ -276,10 +275,11 @@ func TestRROverLoopback(t *testing.T) {
 						if !(s.V > 0 && s.V < 100) || s.Dur <= 0 || s.Dur > 0.5 {
 							t.Errorf("%s[%d] = %+v: not a loopback transaction time", kind, i, s)
 						}
-						// Back to back, the transactions' time fills the interval but
-						// for the loop's own (a few per cent at 20000 a second) and the
-						// one that began in the interval before.
-						if r.T != s.T || r.Dur != s.Dur || math.Abs(r.V*s.V/1000-1) > 0.2 {
+						// The transactions' time is at most the interval's, give or take
+						// the one that began in the interval before: rate x latency <= 1.
+						// Less when the loop itself waits (a busy CPU: 0.65 was seen in
+						// CI with other packages' tests beside it), so no lower bound.
+						if f := r.V * s.V / 1000; r.T != s.T || r.Dur != s.Dur || !(f > 0 && f <= 1.2) {
 							t.Errorf("%s[%d]: rate %+v does not match latency %+v", kind, i, r, s)
 						}
 						if i > 0 && s.T <= lat[i-1].T {
