@@ -462,7 +462,10 @@ func TestPingLoopbackAgreesWithIputils(t *testing.T) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		theirs = append(theirs, v)
 	}
-	if len(ours) != 50 || len(theirs) < 45 {
+	// A probe whose slot has passed when the next one is due is skipped, not sent
+	// late: under the race detector, with other packages' tests beside it, a 10 ms
+	// timer was once that late. The medians are the point here.
+	if len(ours) < 45 || len(theirs) < 45 {
 		t.Fatalf("%d replies of ours, %d of iputils'", len(ours), len(theirs))
 	}
 	om, tm := medianOf(ours), medianOf(theirs)
