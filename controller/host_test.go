@@ -381,7 +381,7 @@ func TestJobFailsToStart(t *testing.T) {
 	const unbindable = "192.0.2.1" // TEST-NET-1: no host of the test has it
 	if ln, err := net.Listen("tcp", net.JoinHostPort(unbindable, "0")); err == nil {
 		ln.Close()
-		t.Skipf("this machine can bind %s (net.ipv4.ip_nonlocal_bind?)", unbindable)
+		t.Fatalf("this machine can bind %s, so a listener there cannot fail to start: net.ipv4.ip_nonlocal_bind is set; unset it for this test", unbindable)
 	}
 	hosts := newFakeHosts()
 	plan := parsePlan(t, `name: unbindable

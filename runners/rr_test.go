@@ -241,7 +241,7 @@ func TestRROverLoopback(t *testing.T) {
 		t.Run(host, func(t *testing.T) {
 			if host == "::1" {
 				if c, err := net.ListenPacket("udp", "[::1]:0"); err != nil {
-					t.Skipf("no IPv6 loopback: %v", err)
+					t.Fatalf("no IPv6 loopback (::1): %v; enable IPv6 on lo (sysctl net.ipv6.conf.lo.disable_ipv6=0)", err)
 				} else {
 					c.Close()
 				}

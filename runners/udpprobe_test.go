@@ -338,7 +338,7 @@ func TestUDPProbeLoopback(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/offset %gs", c.addr, c.offset), func(t *testing.T) {
 			if c.addr == "::1" {
 				if ln, err := net.ListenPacket("udp", "[::1]:0"); err != nil {
-					t.Skipf("no IPv6 loopback: %v", err)
+					t.Fatalf("no IPv6 loopback (::1): %v; enable IPv6 on lo (sysctl net.ipv6.conf.lo.disable_ipv6=0)", err)
 				} else {
 					ln.Close()
 				}
