@@ -2,7 +2,6 @@ package runners
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
 	"encoding/json"
@@ -122,11 +121,12 @@ func udpEndGaps() []time.Duration {
 	return []time.Duration{0, 10 * time.Millisecond, 15 * time.Millisecond, 25 * time.Millisecond}
 }
 
-// floodKey is the key a flood's datagrams carry.
+// floodKey is the key a flood's datagrams carry: the first bytes of the RR
+// requests' key (their header has room for half of it).
 func floodKey(token string) [udpFloodKeySize]byte {
-	sum := sha256.Sum256([]byte(token))
+	full := tokenKey(token)
 	var k [udpFloodKeySize]byte
-	copy(k[:], sum[:])
+	copy(k[:], full[:])
 	return k
 }
 
