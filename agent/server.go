@@ -179,6 +179,9 @@ func (s *Server) start(ctx context.Context, req Request) {
 		Declare: func(ser datafile.Series) { s.send(Message{Type: TypeSeries, Job: req.Job, Series: &ser}) },
 		Warn:    func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) },
 	}
+	if pair := req.Start.Pair; pair != "" {
+		env = pairEnv(env, pair)
+	}
 	job, started, err := kind.Start(jctx, *req.Start, env)
 	if err != nil {
 		s.endJob(req.Job, err, false)
@@ -187,6 +190,17 @@ func (s *Server) start(ctx context.Context, req Request) {
 	}
 	s.reply(req, Message{Port: started.Port, Timestamps: started.Timestamps, Message: started.Message}, nil)
 	s.runJob(req.Job, func() error { return job.Run(jctx) })
+}
+
+// pairEnv names what a job of one pair of a run with several yields for its pair.
+func pairEnv(env runners.Env, pair string) runners.Env {
+	emit, declare := env.Emit, env.Declare
+	env.Emit = func(name string, x datafile.Sample) { emit(datafile.PairName(name, pair), x) }
+	env.Declare = func(ser datafile.Series) {
+		ser.Name, ser.Pair = datafile.PairName(ser.Name, pair), pair
+		declare(ser)
+	}
+	return env
 }
 
 func (s *Server) addJob(ctx context.Context, req Request) (context.Context, bool) {

@@ -271,10 +271,13 @@ func Parse(path string, data []byte) (*Batch, error) {
 	return b, nil
 }
 
-// runsOn says whether a run reaches host: its client, server and bottleneck hosts.
+// runsOn says whether a run reaches host: its pairs' clients and servers and
+// its bottleneck hosts.
 func runsOn(inv *inventory.Inventory, host string) bool {
-	if host == inv.Client || host == inv.Server {
-		return true
+	for _, p := range inv.PairsOf() {
+		if host == p.Client || host == p.Server {
+			return true
+		}
 	}
 	for _, b := range inv.Bottleneck {
 		if b.Host == host {

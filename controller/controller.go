@@ -378,7 +378,16 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 // connectAll connects what it can; errs[i] is endpoint i's failure, or nil.
 func connectAll(ctx context.Context, o Options) (*Session, []error) {
 	inv := o.Inventory
-	s := &Session{o: o, eps: []*endpoint{{role: "client", host: inv.Role("client")}, {role: "server", host: inv.Role("server")}}}
+	s := &Session{o: o}
+	// One endpoint a host: a host may be in several pairs (one server for
+	// several clients).
+	for _, p := range inv.PairsOf() {
+		for _, e := range []struct{ role, host string }{{"client", p.Client}, {"server", p.Server}} {
+			if endpointOf(s.eps, e.host) == nil {
+				s.eps = append(s.eps, &endpoint{role: e.role, host: inv.Hosts[e.host]})
+			}
+		}
+	}
 	for _, b := range inv.Bottleneck {
 		if endpointOf(s.eps, b.Host) == nil {
 			s.eps = append(s.eps, &endpoint{role: "bottleneck", host: inv.Hosts[b.Host]})
@@ -538,7 +547,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	s.runs++
 	// Agents only send samples once jobs start, after the file exists. Every job's end
 	// fits in done (each job on at most every host).
-	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, (len(o.Plan.Jobs)+1)*len(eps)), known: map[string]bool{}, dropped: map[string]bool{},
+	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, (len(o.Plan.Jobs)+1)*(len(eps)+len(o.Inventory.PairsOf()))), known: map[string]bool{}, dropped: map[string]bool{},
 		failed: make(chan struct{}), progress: o.Progress}
 	for _, ep := range eps {
 		ep.fwd.set(rec)
@@ -702,9 +711,14 @@ func (js *jobSet) stopAll(ctx context.Context) {
 }
 
 // instance is a planned job on one host: a job of role bottleneck runs on every
-// bottleneck host.
+// bottleneck host, a job of a client or server role once for each pair.
 type instance struct {
-	job  tests.Job
+	job tests.Job
+	// name is the job's name on its agent and in the log: the plan's, with the
+	// pair in a run with several.
+	name string
+	// pair is the job's pair in a run with several ("1", "2", ...), else "".
+	pair string
 	ep   *endpoint
 	spec runners.JobSpec
 	// series are the job's planned series with their hosts and targets filled in.
@@ -713,20 +727,48 @@ type instance struct {
 	at time.Time
 }
 
-// roleEndpoint is the endpoint of a client or server role.
-func roleEndpoint(eps []*endpoint, role string) *endpoint {
+// pairEnds are the endpoints of each pair's client and server.
+type pairEnds struct{ client, server *endpoint }
+
+// pairsOf finds each of the inventory's pairs among the endpoints.
+func (o *Options) pairsOf(eps []*endpoint) []pairEnds {
+	var out []pairEnds
+	for _, p := range o.Inventory.PairsOf() {
+		out = append(out, pairEnds{endpointOf(eps, p.Client), endpointOf(eps, p.Server)})
+	}
+	return out
+}
+
+// role is the pair's endpoint of a client or server role.
+func (p pairEnds) role(role string) *endpoint {
 	switch role {
 	case tests.RoleClient:
-		return eps[0]
+		return p.client
 	case tests.RoleServer:
-		return eps[1]
+		return p.server
 	}
 	return nil
 }
 
+// pairLabel names pair k (from 0) of n: "" when the run has one.
+func pairLabel(k, n int) string {
+	if n < 2 {
+		return ""
+	}
+	return strconv.Itoa(k + 1)
+}
+
+// instanceName is a job's name on its agent and in the log.
+func instanceName(job, pair string) string {
+	if pair == "" {
+		return job
+	}
+	return job + "/" + pair
+}
+
 // instances lays the plan's jobs out on the hosts, t0 being start. The controller
-// fills in what every kind shares (when, where, which devices); the kind's own
-// parameters pass through as the test planned them.
+// fills in what every kind shares (when, where, which devices, which pair); the
+// kind's own parameters pass through as the test planned them.
 func (o *Options) instances(eps []*endpoint, start time.Time, token string) []instance {
 	timing := tests.Timing{Delay: o.Delay.Seconds(), Length: o.Length.Seconds()}
 	devs := map[string][]runners.Dev{}
@@ -743,24 +785,35 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 			devs[b.Host] = append(devs[b.Host], runners.Dev{Name: qdisc.IFBName(b.Dev), IFB: true})
 		}
 	}
+	pairs := o.pairsOf(eps)
 	roleOf := map[string]string{} // a job's name to its host's role
 	kinds := runners.Kinds()
 	// A sampler runs once on a host, however many roles name it (cpu@server and
-	// cpu@bottleneck on a server that is a bottleneck): two would write one
-	// series twice.
+	// cpu@bottleneck on a server that is a bottleneck, the servers of several
+	// pairs): two would write one series twice.
 	sampled := map[string]bool{}
 	var out []instance
 	for _, j := range o.Plan.Jobs {
-		var on []*endpoint
+		type place struct {
+			ep   *endpoint
+			pair int // the pair whose target and peer it takes
+		}
+		var on []place
+		perPair := false
 		switch j.Host {
 		case tests.RoleBottleneck:
 			for _, h := range watched {
-				on = append(on, endpointOf(eps, h))
+				on = append(on, place{endpointOf(eps, h), 0})
 			}
 		case tests.RoleAll:
-			on = eps // one endpoint a host
+			for _, ep := range eps { // one endpoint a host
+				on = append(on, place{ep, 0})
+			}
 		default:
-			on = []*endpoint{roleEndpoint(eps, j.Host)}
+			perPair = !kinds[j.Kind].Sampler
+			for k, p := range pairs {
+				on = append(on, place{p.role(j.Host), k})
+			}
 		}
 		roleOf[j.Name] = j.Host
 		peer := j.Target
@@ -768,23 +821,28 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 			peer = roleOf[j.Connect]
 		}
 		at := start.Add(time.Duration(j.Start.Eval(timing) * float64(time.Second)))
-		for _, ep := range on {
+		for _, pl := range on {
+			ep, pe := pl.ep, pairs[pl.pair]
 			key := j.Kind + "\x00" + ep.host.Name
 			if kinds[j.Kind].Sampler && sampled[key] {
 				continue
 			}
 			sampled[key] = true
-			in := instance{job: j, ep: ep, at: at, spec: runners.JobSpec{Kind: j.Kind, Start: agentTime(ep, at),
-				Step: o.Step.Seconds(), Token: token, Host: ep.host.Name, Devs: devs[ep.host.Name], Params: j.Params}}
+			pair := ""
+			if perPair {
+				pair = pairLabel(pl.pair, len(pairs))
+			}
+			in := instance{job: j, name: instanceName(j.Name, pair), pair: pair, ep: ep, at: at, spec: runners.JobSpec{Kind: j.Kind, Start: agentTime(ep, at),
+				Step: o.Step.Seconds(), Token: token, Host: ep.host.Name, Devs: devs[ep.host.Name], Pair: pair, Params: j.Params}}
 			if !j.Background {
 				in.spec.Duration = j.Duration.Eval(timing)
 			}
-			if t := roleEndpoint(eps, j.Target); t != nil {
+			if t := pe.role(j.Target); t != nil {
 				in.spec.Target = t.host.TestIP
 			}
-			if pe := roleEndpoint(eps, peer); pe != nil {
-				in.spec.PeerOffset = pe.info.ClockOffset - ep.info.ClockOffset
-				in.spec.PeerOffsetErr = (pe.info.ClockRTT + ep.info.ClockRTT) / 2
+			if pep := pe.role(peer); pep != nil {
+				in.spec.PeerOffset = pep.info.ClockOffset - ep.info.ClockOffset
+				in.spec.PeerOffsetErr = (pep.info.ClockRTT + ep.info.ClockRTT) / 2
 			}
 			for _, se := range j.Series {
 				switch se.Host {
@@ -796,6 +854,7 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 				if se.Target == "" && j.Connect == "" && in.spec.Target != "" {
 					se.Target = in.spec.Target
 				}
+				se.Name, se.Pair = datafile.PairName(se.Name, pair), pair
 				in.series = append(in.series, se)
 			}
 			out = append(out, in)
@@ -805,7 +864,8 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 }
 
 func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup applied) error {
-	server := eps[1]
+	pairs := o.pairsOf(eps)
+	server := pairs[0].server
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
 	total := length + 2*delay
@@ -856,13 +916,19 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	for _, in := range ins {
 		spec := in.spec
 		if in.job.Connect != "" {
-			spec.Addr = net.JoinHostPort(roleEndpoint(eps, o.jobRole(in.job.Connect)).host.TestIP, strconv.Itoa(ports[in.job.Connect]))
+			// The job it connects to is of the same pair.
+			k := 0
+			if in.pair != "" {
+				k, _ = strconv.Atoi(in.pair)
+				k--
+			}
+			spec.Addr = net.JoinHostPort(pairs[k].role(o.jobRole(in.job.Connect)).host.TestIP, strconv.Itoa(ports[instanceName(in.job.Connect, in.pair)]))
 		}
-		m, err := jobs.start(ctx, in.ep, agent.Request{Op: agent.OpStart, Job: in.job.Name, Start: &spec}, !in.job.Background)
+		m, err := jobs.start(ctx, in.ep, agent.Request{Op: agent.OpStart, Job: in.name, Start: &spec}, !in.job.Background)
 		if err != nil {
-			return fmt.Errorf("start job %s (%s) on %s: %w", in.job.Name, in.job.Kind, in.ep.host.Name, err)
+			return fmt.Errorf("start job %s (%s) on %s: %w", in.name, in.job.Kind, in.ep.host.Name, err)
 		}
-		ports[in.job.Name] = m.Port
+		ports[in.name] = m.Port
 		for _, se := range in.series {
 			if m.Timestamps != "" {
 				se.Timestamps = m.Timestamps
@@ -876,8 +942,8 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 			if m.Timestamps != datafile.StampsKernel {
 				level = "warning"
 			}
-			o.logf("%s timestamps on %s: %s", in.job.Name, in.ep.label, m.Message)
-			w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: in.ep.host.Name, Level: level, Message: in.job.Name + " timestamps: " + m.Message})
+			o.logf("%s timestamps on %s: %s", in.name, in.ep.label, m.Message)
+			w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: in.ep.host.Name, Level: level, Message: in.name + " timestamps: " + m.Message})
 		}
 	}
 	if late := time.Since(start); late > 0 {
@@ -899,8 +965,8 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 			return err
 		}
 		now := time.Now()
-		o.logf("%s started %.3fs after t0", in.job.Name, now.Sub(start).Seconds())
-		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: in.job.Name + " started"})
+		o.logf("%s started %.3fs after t0", in.name, now.Sub(start).Seconds())
+		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: in.name + " started"})
 	}
 	return o.wait(ctx, eps, rec, jobs, time.Time{})
 }

@@ -181,8 +181,19 @@ type Series struct {
 	// Marking is the DSCP (or TOS byte) the series' packets carried, as the test
 	// wrote it ("EF", "CS1").
 	Marking string `json:"marking,omitempty"`
-	// Pair names the client/server pair of a run with several.
+	// Pair names the client/server pair of a run with several ("1", "2", ...);
+	// the series' name ends with it (PairName).
 	Pair string `json:"pair,omitempty"`
+}
+
+// PairName is the name a series of pair p has in a run with several pairs: the
+// name a test gives it, then the pair, so that a test's globs ("TCP*") still
+// match and each pair's rows sort together. No pair leaves the name as it is.
+func PairName(name, pair string) string {
+	if pair == "" {
+		return name
+	}
+	return name + " (pair " + pair + ")"
 }
 
 // HostPeer, as a series' Host in a job's plan, stands for the host the job talks

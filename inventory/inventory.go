@@ -23,11 +23,16 @@ import (
 
 // Inventory is a parsed hosts.yaml.
 type Inventory struct {
-	Path       string           `yaml:"-"`
-	Hosts      map[string]*Host `yaml:"hosts"`
-	Client     string           `yaml:"client"`
-	Server     string           `yaml:"server"`
-	Bottleneck []Bottleneck     `yaml:"bottleneck"`
+	Path   string           `yaml:"-"`
+	Hosts  map[string]*Host `yaml:"hosts"`
+	Client string           `yaml:"client,omitempty"`
+	Server string           `yaml:"server,omitempty"`
+	// Pairs lists the client/server pairs of a run with several (load beyond
+	// what one sender can do): every pair runs the test's client and server jobs,
+	// its series named for it. The first pair is client and server, which may
+	// then be left out.
+	Pairs      []Pair       `yaml:"pairs,omitempty"`
+	Bottleneck []Bottleneck `yaml:"bottleneck"`
 	// Setups are qdisc setups declared here, by name, beside the built-in ones.
 	Setups map[string]*SetupSpec `yaml:"setups,omitempty"`
 	// Testbed names the local lab this inventory was written for, so that
@@ -162,6 +167,24 @@ func (h *Host) UseSudo(user string, needRoot bool) (bool, error) {
 	}
 	return false, nil
 }
+
+// Pair is one client and one server.
+type Pair struct {
+	Client string `yaml:"client"`
+	Server string `yaml:"server"`
+}
+
+// PairsOf returns the run's pairs: Pairs when several are listed, else the one
+// of client and server.
+func (inv *Inventory) PairsOf() []Pair {
+	if len(inv.Pairs) > 0 {
+		return inv.Pairs
+	}
+	return []Pair{{Client: inv.Client, Server: inv.Server}}
+}
+
+// MaxPairs bounds the pairs of one run.
+const MaxPairs = 64
 
 // Bottleneck is a device whose egress queue a setup configures.
 type Bottleneck struct {
@@ -354,17 +377,42 @@ func (inv *Inventory) check(lines map[string]int) error {
 		h.IdentityFile = resolvePath(dir, h.IdentityFile)
 		h.KnownHosts = resolvePath(dir, h.KnownHosts)
 	}
-	for _, role := range []struct{ key, val string }{{"client", inv.Client}, {"server", inv.Server}} {
-		if role.val == "" {
-			return errAt(role.key, "missing %s: name the host that %s (one of %s)", role.key,
-				map[string]string{"client": "originates streams and pings", "server": "terminates them"}[role.key], strings.Join(names, ", "))
-		}
-		if inv.Hosts[role.val] == nil {
-			return errAt(role.key, "no host %q under hosts: (the hosts are %s)", role.val, strings.Join(names, ", "))
-		}
+	if len(inv.Pairs) > MaxPairs {
+		return errAt("pairs", "%d pairs: at most %d", len(inv.Pairs), MaxPairs)
 	}
-	if inv.Client == inv.Server {
-		return errAt("server", "client and server are both %q: a test needs two endpoints", inv.Client)
+	if len(inv.Pairs) > 0 {
+		// client: and server: may be left out, or must be the first pair.
+		first := inv.Pairs[0]
+		for _, role := range []struct{ key, val, pair string }{{"client", inv.Client, first.Client}, {"server", inv.Server, first.Server}} {
+			if role.val != "" && role.val != role.pair {
+				return errAt(role.key, "%s: is %q but the first pair's %s is %q: leave %s: out (pairs: lists every pair) or make them the same",
+					role.key, role.val, role.key, role.pair, role.key)
+			}
+		}
+		inv.Client, inv.Server = first.Client, first.Server
+	}
+	seen := map[Pair]int{}
+	for i, p := range inv.PairsOf() {
+		key := func(k string) string { return k }
+		if len(inv.Pairs) > 0 {
+			key = func(k string) string { return fmt.Sprintf("pairs[%d].%s", i, k) }
+		}
+		for _, role := range []struct{ key, val string }{{"client", p.Client}, {"server", p.Server}} {
+			if role.val == "" {
+				return errAt(key(role.key), "missing %s: name the host that %s (one of %s)", role.key,
+					map[string]string{"client": "originates streams and pings", "server": "terminates them"}[role.key], strings.Join(names, ", "))
+			}
+			if inv.Hosts[role.val] == nil {
+				return errAt(key(role.key), "no host %q under hosts: (the hosts are %s)", role.val, strings.Join(names, ", "))
+			}
+		}
+		if p.Client == p.Server {
+			return errAt(key("server"), "client and server are both %q: a test needs two endpoints", p.Client)
+		}
+		if j, ok := seen[p]; ok {
+			return errAt(key("client"), "pairs %d and %d are the same (%s to %s): list each pair once", j+1, i+1, p.Client, p.Server)
+		}
+		seen[p] = i
 	}
 	for i, b := range inv.Bottleneck {
 		key := fmt.Sprintf("bottleneck[%d]", i)

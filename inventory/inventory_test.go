@@ -204,3 +204,66 @@ func TestSudo(t *testing.T) {
 		t.Error("sudo: maybe was taken")
 	}
 }
+
+// TestPairs: pairs: lists every client/server pair; client: and server: are the
+// first pair's, written or not; a pair is named in its errors.
+func TestPairs(t *testing.T) {
+	hosts := `hosts:
+  c1: {ssh: root@192.0.2.1, test_ip: 10.0.1.1}
+  s1: {ssh: root@192.0.2.2, test_ip: 10.0.2.1}
+  c2: {ssh: root@192.0.2.3, test_ip: 10.0.1.2}
+  s2: {ssh: root@192.0.2.4, test_ip: 10.0.2.2}
+`
+	cases := []struct {
+		name, in string
+		pairs    []Pair
+		err      []string
+	}{
+		{"one pair, no pairs key", hosts + "client: c1\nserver: s1\n", []Pair{{"c1", "s1"}}, nil},
+		{"pairs alone", hosts + "pairs:\n  - {client: c1, server: s1}\n  - {client: c2, server: s2}\n",
+			[]Pair{{"c1", "s1"}, {"c2", "s2"}}, nil},
+		{"pairs and the first pair's client", hosts + "client: c1\npairs:\n  - {client: c1, server: s1}\n  - {client: c2, server: s1}\n",
+			[]Pair{{"c1", "s1"}, {"c2", "s1"}}, nil},
+		{"client not the first pair's", hosts + "client: c2\npairs:\n  - {client: c1, server: s1}\n",
+			nil, []string{"hosts.yaml:6: client", `the first pair's client is "c1"`}},
+		{"unknown host in a pair", hosts + "pairs:\n  - {client: c1, server: s1}\n  - {client: c3, server: s2}\n",
+			nil, []string{"hosts.yaml:8: pairs[1].client", `no host "c3"`}},
+		{"pair to itself", hosts + "pairs:\n  - {client: c1, server: s1}\n  - {client: c2, server: c2}\n",
+			nil, []string{"pairs[1].server", `both "c2"`}},
+		{"pair twice", hosts + "pairs:\n  - {client: c1, server: s1}\n  - {client: c1, server: s1}\n",
+			nil, []string{"pairs[1].client", "pairs 1 and 2 are the same"}},
+		{"missing server", hosts + "pairs:\n  - {client: c1}\n", nil, []string{"pairs[0].server", "missing server"}},
+		{"neither", hosts, nil, []string{"missing client"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			inv, err := Parse("hosts.yaml", []byte(c.in))
+			if c.err != nil {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				for _, w := range c.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := inv.PairsOf()
+			if len(got) != len(c.pairs) {
+				t.Fatalf("pairs %v, want %v", got, c.pairs)
+			}
+			for i := range got {
+				if got[i] != c.pairs[i] {
+					t.Errorf("pair %d: %v, want %v", i, got[i], c.pairs[i])
+				}
+			}
+			if inv.Role("client").Name != c.pairs[0].Client || inv.Role("server").Name != c.pairs[0].Server {
+				t.Errorf("client %s, server %s: not the first pair's", inv.Client, inv.Server)
+			}
+		})
+	}
+}

@@ -143,3 +143,42 @@ func TestJainOverFlowRows(t *testing.T) {
 		t.Errorf("jain = %v, want 0.9", got)
 	}
 }
+
+// In a run with several pairs, the direction's sum is over every pair's flows and
+// each pair gets a sum of its own (and a fold of its own with --flows summary).
+func TestPairSums(t *testing.T) {
+	run := syntheticRun(4, false)
+	for i := range run.Series {
+		se := &run.Series[i]
+		if se.Kind != datafile.KindTCP {
+			continue
+		}
+		pair := "1"
+		if se.Flow > 2 {
+			pair = "2"
+		}
+		old := se.Name
+		se.Name, se.Pair = datafile.PairName(old, pair), pair
+		run.Samples[se.Name] = run.Samples[old]
+		delete(run.Samples, old)
+	}
+	rows := rowsByName(Summarize(run))
+	// Flow f runs at 23+f after a first step at 5: pair 1 has flows 1 and 2.
+	for name, median := range map[string]float64{
+		"TCP download sum":          24 + 25 + 26 + 27,
+		"TCP download sum (pair 1)": 24 + 25,
+		"TCP download sum (pair 2)": 26 + 27,
+		"TCP download avg (pair 2)": 26.5,
+		"TCP download::3 (pair 2)":  26,
+	} {
+		if r, ok := rows[name]; !ok || math.Abs(r.Median-median) > 1e-9 || r.Points != 50 {
+			t.Errorf("%s = %+v, want median %v over 50 points", name, r, median)
+		}
+	}
+	folded := rowsByName(SummarizeWith(run, Options{FoldFlows: true}))
+	for name, points := range map[string]int{"TCP download flows (pair 1)": 2, "TCP download flows (pair 2)": 2, "TCP download sum": 50} {
+		if r, ok := folded[name]; !ok || r.Points != points {
+			t.Errorf("folded %s = %+v, want %d points", name, r, points)
+		}
+	}
+}

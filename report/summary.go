@@ -227,6 +227,7 @@ func foldFlows(run *datafile.Run, rows []Row) []Row {
 		if se.Kind != datafile.KindTCP {
 			name += " " + se.Stat
 		}
+		name = datafile.PairName(name, se.Pair)
 		perFlow[se.Name] = name
 		if groups[name] == nil {
 			groups[name] = &group{name: name, units: se.Units}
@@ -293,16 +294,26 @@ func Throughput(run *datafile.Run) []GridSeries {
 		}
 		aligned := AlignIntervals(grid, run.Samples[se.Name])
 		out = append(out, GridSeries{se.Name, se.Units, aligned})
-		prefix := "TCP " + se.Direction
-		g := byPrefix[prefix]
-		if g == nil {
-			g = &group{prefix: prefix, units: se.Units}
-			byPrefix[prefix] = g
-			groups = append(groups, g)
+		// The sum over every pair, and in a run with several, each pair's own.
+		prefixes := []string{"TCP " + se.Direction}
+		if se.Pair != "" {
+			prefixes = append(prefixes, "TCP "+se.Direction+"\x00"+se.Pair)
 		}
-		g.flows = append(g.flows, aligned)
+		for _, prefix := range prefixes {
+			g := byPrefix[prefix]
+			if g == nil {
+				g = &group{prefix: prefix, units: se.Units}
+				byPrefix[prefix] = g
+				groups = append(groups, g)
+			}
+			g.flows = append(g.flows, aligned)
+		}
 	}
 	for _, g := range groups {
+		name := func(stat string) string {
+			prefix, pair, _ := strings.Cut(g.prefix, "\x00")
+			return datafile.PairName(prefix+" "+stat, pair)
+		}
 		sums, avgs := make([]float64, grid.N), make([]float64, grid.N)
 		for k := 0; k < grid.N; k++ {
 			sum, n := 0.0, 0
@@ -317,7 +328,7 @@ func Throughput(run *datafile.Run) []GridSeries {
 				sums[k], avgs[k] = sum, sum/float64(n)
 			}
 		}
-		out = append(out, GridSeries{g.prefix + " sum", g.units, sums}, GridSeries{g.prefix + " avg", g.units, avgs})
+		out = append(out, GridSeries{name("sum"), g.units, sums}, GridSeries{name("avg"), g.units, avgs})
 	}
 	return out
 }

@@ -39,6 +39,10 @@ type JobSpec struct {
 	// Devs are the devices of this host the run watches (its bottlenecks, their
 	// IFBs, its path devices).
 	Devs []Dev `json:"devs,omitempty"`
+	// Pair is the client/server pair the job belongs to in a run with several
+	// ("" in a run with one): the agent names every series the job yields for it
+	// (datafile.PairName), so kinds need not know.
+	Pair string `json:"pair,omitempty"`
 	// Params are the kind's own, as Kind.Plan resolved them.
 	Params json.RawMessage `json:"params,omitempty"`
 }
