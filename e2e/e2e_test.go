@@ -87,8 +87,10 @@ func lab(t *testing.T, args ...string) (invPath string, inv *inventory.Inventory
 		if r := bb(t, "testbed", "down", "-H", invPath); r.err != nil {
 			t.Errorf("testbed down: %v\n%s", r.err, r.stderr)
 		}
-		if _, err := os.Stat("/run/netns/" + inv.Testbed + "-client"); err == nil {
-			t.Errorf("testbed down left namespace %s-client", inv.Testbed)
+		for name := range inv.Hosts { // the lab's hosts are named for their namespaces
+			if _, err := os.Stat("/run/netns/" + inv.Testbed + "-" + name); err == nil {
+				t.Errorf("testbed down left namespace %s-%s", inv.Testbed, name)
+			}
 		}
 	})
 	inv, err := inventory.Load(invPath)

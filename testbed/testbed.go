@@ -55,7 +55,16 @@ type Options struct {
 	// IPv6 adds an IPv6 address (2001:2:0:N::1 and ::2/64, RFC 5180's benchmarking
 	// range) to each end of the test link, and the inventory's test_ip is that one.
 	IPv6 bool `json:"ipv6,omitempty"`
+	// Pairs is the number of client/server pairs (0 or 1 = one). Pair k > 1 is
+	// two more namespaces, clientK behind client and serverK behind server, each on
+	// an access link of its own and routed through them: every pair's traffic
+	// crosses the one test link, which stays the bottleneck.
+	Pairs int `json:"pairs,omitempty"`
 }
+
+// MaxPairs bounds a lab's pairs (a /30 of management addresses each way a pair
+// in the lab's /24).
+const MaxPairs = 16
 
 // Lab is a lab that is up.
 type Lab struct {
@@ -83,17 +92,44 @@ type Node struct {
 	HostDev string `json:"host_dev"` // the host's end of the management link
 	TestIP  string `json:"test_ip"`
 	TestIP6 string `json:"test_ip6,omitempty"`
+	// Pair is the node's pair (from 1). A node of pair 2 and up sits behind the
+	// first pair's node of its role (Via, a namespace), on an access link whose
+	// end there is AccessDev with address Gateway.
+	Pair      int    `json:"pair,omitempty"`
+	Via       string `json:"via,omitempty"`
+	AccessDev string `json:"access_dev,omitempty"`
+	Gateway   string `json:"gateway,omitempty"`
 }
 
 // The lab uses RFC 2544's benchmarking range, 198.18.0.0/15: the test link of lab n
-// is 198.18.n.0/24, its management links 198.19.n.0/30 and 198.19.n.4/30.
-func plan(n int) []Node {
-	return []Node{
+// is 198.18.n.0/24, its management links 198.19.n.(8k).0/30 (client) and
+// 198.19.n.(8k+4)/30 (server) for pair k from 0. The access links of pair k > 0
+// are 198.18.(64+n).(4k)/30 behind the client and 198.19.(64+n).(4k)/30 behind
+// the server (the VM lab takes 198.18.128 and up).
+func plan(n, pairs int) []Node {
+	nodes := []Node{
 		{Role: "client", NetNS: fmt.Sprintf("bb%d-client", n), HostIP: fmt.Sprintf("198.19.%d.1", n), MgmtIP: fmt.Sprintf("198.19.%d.2", n),
 			HostDev: fmt.Sprintf("bb%dmc", n), TestIP: fmt.Sprintf("198.18.%d.1", n), TestIP6: fmt.Sprintf("2001:2:0:%x::1", n)},
 		{Role: "server", NetNS: fmt.Sprintf("bb%d-server", n), HostIP: fmt.Sprintf("198.19.%d.5", n), MgmtIP: fmt.Sprintf("198.19.%d.6", n),
 			HostDev: fmt.Sprintf("bb%dms", n), TestIP: fmt.Sprintf("198.18.%d.2", n), TestIP6: fmt.Sprintf("2001:2:0:%x::2", n)},
 	}
+	if pairs < 2 {
+		return nodes
+	}
+	nodes[0].Pair, nodes[1].Pair = 1, 1
+	for k := 1; k < pairs; k++ {
+		for i, side := range []struct {
+			role, net, dev string
+		}{{"client", fmt.Sprintf("198.18.%d", 64+n), "c"}, {"server", fmt.Sprintf("198.19.%d", 64+n), "s"}} {
+			role := fmt.Sprintf("%s%d", side.role, k+1)
+			nodes = append(nodes, Node{Role: role, NetNS: fmt.Sprintf("bb%d-%s", n, role), Pair: k + 1,
+				HostIP: fmt.Sprintf("198.19.%d.%d", n, 8*k+4*i+1), MgmtIP: fmt.Sprintf("198.19.%d.%d", n, 8*k+4*i+2),
+				HostDev: fmt.Sprintf("bb%dm%s%d", n, side.dev, k+1),
+				TestIP:  fmt.Sprintf("%s.%d", side.net, 4*k+1), Gateway: fmt.Sprintf("%s.%d", side.net, 4*k+2),
+				Via: nodes[i].NetNS, AccessDev: fmt.Sprintf("acc%d", k+1)})
+		}
+	}
+	return nodes
 }
 
 var (
@@ -121,6 +157,12 @@ func (o Options) Check() error {
 	}
 	if o.Sudo && o.User == "" {
 		return errors.New("--sudo is for a --user: root needs no sudo")
+	}
+	if o.Pairs < 0 || o.Pairs > MaxPairs {
+		return fmt.Errorf("--pairs %d: from 1 to %d", o.Pairs, MaxPairs)
+	}
+	if o.Pairs > 1 && o.IPv6 {
+		return errors.New("--pairs with --ipv6: the pairs' access links are IPv4 only; leave out one of them")
 	}
 	return nil
 }
@@ -151,11 +193,11 @@ func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
 			return nil, fmt.Errorf("the local lab needs %s: install it (apt-get install iproute2 openssh-server ethtool sudo)", t)
 		}
 	}
-	n, dir, err := claim("bb", MaxLabs, func(n int) string { return plan(n)[0].NetNS })
+	n, dir, err := claim("bb", MaxLabs, func(n int) string { return plan(n, 1)[0].NetNS })
 	if err != nil {
 		return nil, err
 	}
-	lab = &Lab{Name: fmt.Sprintf("bb%d", n), Index: n, Dir: dir, Options: o, Hosts: plan(n)}
+	lab = &Lab{Name: fmt.Sprintf("bb%d", n), Index: n, Dir: dir, Options: o, Hosts: plan(n, o.Pairs)}
 	built := lab // the error returns below set lab to nil
 	defer func() {
 		if err != nil {
@@ -233,24 +275,13 @@ func (l *Lab) links(ctx context.Context) error {
 		n   Node
 		tmp string
 	}{{c, tmpC}, {s, tmpS}} {
-		mg := h.n.HostDev + "x"
 		steps = append(steps,
 			[]string{"ip", "link", "set", h.tmp, "netns", h.n.NetNS},
 			[]string{"ip", "-n", h.n.NetNS, "link", "set", h.tmp, "name", TestDev},
 			[]string{"ip", "-n", h.n.NetNS, "addr", "add", h.n.TestIP + "/24", "dev", TestDev},
-			[]string{"ip", "link", "add", h.n.HostDev, "type", "veth", "peer", "name", mg},
-			[]string{"ip", "link", "set", mg, "netns", h.n.NetNS},
-			[]string{"ip", "-n", h.n.NetNS, "link", "set", mg, "name", "mgmt0"},
-			[]string{"ip", "addr", "add", h.n.HostIP + "/30", "dev", h.n.HostDev},
-			[]string{"ip", "-n", h.n.NetNS, "addr", "add", h.n.MgmtIP + "/30", "dev", "mgmt0"},
-			[]string{"ip", "link", "set", h.n.HostDev, "up"},
-			[]string{"ip", "-n", h.n.NetNS, "link", "set", "lo", "up"},
-			[]string{"ip", "-n", h.n.NetNS, "link", "set", "mgmt0", "up"},
 			[]string{"ip", "-n", h.n.NetNS, "link", "set", TestDev, "up"},
-			// A new namespace lets no group use ICMP sockets; hosts (systemd's
-			// sysctl defaults) let every group: a login that is not root pings too.
-			[]string{"ip", "netns", "exec", h.n.NetNS, "sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"},
 		)
+		steps = append(steps, mgmtSteps(h.n)...)
 		if l.Options.IPv6 {
 			steps = append(steps,
 				[]string{"ip", "netns", "exec", h.n.NetNS, "sysctl", "-q", "-w", "net.ipv6.conf." + TestDev + ".disable_ipv6=0"},
@@ -261,12 +292,70 @@ func (l *Lab) links(ctx context.Context) error {
 		}
 		steps = append(steps, l.shaping(h.n.NetNS)...)
 	}
+	steps = append(steps, pairSteps(l.Hosts)...)
 	for _, st := range steps {
 		if err := run(ctx, st...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// mgmtSteps give a node its management link from the host, and what every
+// node's namespace needs.
+func mgmtSteps(n Node) [][]string {
+	mg := n.HostDev + "x"
+	return [][]string{
+		{"ip", "link", "add", n.HostDev, "type", "veth", "peer", "name", mg},
+		{"ip", "link", "set", mg, "netns", n.NetNS},
+		{"ip", "-n", n.NetNS, "link", "set", mg, "name", "mgmt0"},
+		{"ip", "addr", "add", n.HostIP + "/30", "dev", n.HostDev},
+		{"ip", "-n", n.NetNS, "addr", "add", n.MgmtIP + "/30", "dev", "mgmt0"},
+		{"ip", "link", "set", n.HostDev, "up"},
+		{"ip", "-n", n.NetNS, "link", "set", "lo", "up"},
+		{"ip", "-n", n.NetNS, "link", "set", "mgmt0", "up"},
+		// A new namespace lets no group use ICMP sockets; hosts (systemd's
+		// sysctl defaults) let every group: a login that is not root pings too.
+		{"ip", "netns", "exec", n.NetNS, "sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"},
+	}
+}
+
+// pairSteps build the nodes of pairs 2 and up: each on an access link from the
+// first pair's node of its role, which forwards, with a default route through
+// it; and each side's route to the other side's access links over the test link.
+func pairSteps(nodes []Node) [][]string {
+	var steps [][]string
+	c, s := nodes[0], nodes[1]
+	for i, n := range nodes[2:] {
+		if i < 2 {
+			// The first extra pair's nodes: the first pair's turn into routers.
+			steps = append(steps, []string{"ip", "netns", "exec", n.Via, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"})
+		}
+		steps = append(steps,
+			[]string{"ip", "netns", "add", n.NetNS},
+			[]string{"ip", "-n", n.Via, "link", "add", n.AccessDev, "type", "veth", "peer", "name", TestDev, "netns", n.NetNS},
+			[]string{"ip", "-n", n.Via, "addr", "add", n.Gateway + "/30", "dev", n.AccessDev},
+			[]string{"ip", "-n", n.NetNS, "addr", "add", n.TestIP + "/30", "dev", TestDev},
+			[]string{"ip", "-n", n.Via, "link", "set", n.AccessDev, "up"},
+			[]string{"ip", "-n", n.NetNS, "link", "set", TestDev, "up"},
+			[]string{"ip", "-n", n.NetNS, "route", "add", "default", "via", n.Gateway},
+		)
+		steps = append(steps, mgmtSteps(n)...)
+	}
+	if len(nodes) > 2 {
+		// The access links of each side are one /24: 198.18.(64+n) and 198.19.(64+n).
+		cnet, snet := accessNet(nodes[2].TestIP), accessNet(nodes[3].TestIP)
+		steps = append(steps,
+			[]string{"ip", "-n", c.NetNS, "route", "add", snet, "via", s.TestIP, "dev", TestDev},
+			[]string{"ip", "-n", s.NetNS, "route", "add", cnet, "via", c.TestIP, "dev", TestDev},
+		)
+	}
+	return steps
+}
+
+// accessNet is the /24 of an access link's address.
+func accessNet(ip string) string {
+	return ip[:strings.LastIndexByte(ip, '.')] + ".0/24"
 }
 
 // shaping is the lab's qdisc on one end of the test link: htb at the rate with the
@@ -364,6 +453,12 @@ func (l *Lab) sshd(ctx context.Context) error {
 
 func (l *Lab) writeInventory() error {
 	inv := &inventory.Inventory{Hosts: map[string]*inventory.Host{}, Client: "client", Server: "server", Testbed: l.Name}
+	for k := 2; k <= l.Options.Pairs; k++ {
+		if k == 2 {
+			inv.Pairs = []inventory.Pair{{Client: "client", Server: "server"}}
+		}
+		inv.Pairs = append(inv.Pairs, inventory.Pair{Client: fmt.Sprintf("client%d", k), Server: fmt.Sprintf("server%d", k)})
+	}
 	for _, h := range l.Hosts {
 		login, ip := "root", h.TestIP
 		if l.Options.User != "" {
@@ -374,7 +469,9 @@ func (l *Lab) writeInventory() error {
 		}
 		inv.Hosts[h.Role] = &inventory.Host{SSH: login + "@" + h.MgmtIP, TestIP: ip,
 			IdentityFile: filepath.Join(l.Dir, "id_ed25519"), KnownHosts: filepath.Join(l.Dir, "known_hosts")}
-		inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: h.Role, Dev: TestDev})
+		if h.Via == "" {
+			inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: h.Role, Dev: TestDev})
+		}
 	}
 	shape := "unshaped"
 	if l.Options.Rate != "" {
@@ -388,6 +485,9 @@ func (l *Lab) writeInventory() error {
 	}
 	if l.Options.IPv6 {
 		shape += fmt.Sprintf(", dual-stack: test_ip is IPv6, IPv4 is %s and %s", l.Hosts[0].TestIP, l.Hosts[1].TestIP)
+	}
+	if l.Options.Pairs > 1 {
+		shape += fmt.Sprintf(", %d client/server pairs routed through client and server", l.Options.Pairs)
 	}
 	if u := l.Options.User; u != "" {
 		shape += ", login " + u
@@ -523,7 +623,15 @@ func Down(ctx context.Context, name string, vmOnly bool) error {
 		}
 		if l.Hosts == nil && l.VM == nil {
 			if n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "bb")); err == nil {
-				l.Index, l.Hosts = n, plan(n)
+				l.Index, l.Hosts = n, plan(n, 1)
+				// The nodes of further pairs, by their namespaces' names (their
+				// management veths go with the namespaces).
+				more, _ := filepath.Glob(filepath.Join("/run/netns", l.Name+"-*"))
+				for _, ns := range more {
+					if ns := filepath.Base(ns); ns != l.Hosts[0].NetNS && ns != l.Hosts[1].NetNS {
+						l.Hosts = append(l.Hosts, Node{NetNS: ns})
+					}
+				}
 			}
 		}
 		errs = append(errs, l.down(ctx))
@@ -554,7 +662,7 @@ func (l *Lab) down(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		if linkExists(h.HostDev) {
+		if h.HostDev != "" && linkExists(h.HostDev) {
 			// Deleting the namespace deletes the veth pair too, but in the kernel's
 			// own time: the host's end may vanish between the look and the delete.
 			if err := run(ctx, "ip", "link", "del", h.HostDev); err != nil && linkExists(h.HostDev) {

@@ -22,7 +22,7 @@ func labFlags(prefix string) []cli.Flag {
 func labOptions(c *cli.Context, prefix string) testbed.Options {
 	o := testbed.Options{Rate: c.String(prefix + "rate"), Queue: c.String(prefix + "queue"), GSO: c.String(prefix + "gso"), Queues: c.Int(prefix + "queues")}
 	if prefix == "" {
-		o.User, o.Sudo, o.IPv6 = c.String("user"), c.Bool("sudo"), c.Bool("ipv6")
+		o.User, o.Sudo, o.IPv6, o.Pairs = c.String("user"), c.Bool("sudo"), c.Bool("ipv6"), c.Int("pairs")
 	}
 	return o
 }
@@ -35,7 +35,7 @@ func testbedCommand() *cli.Command {
 			{
 				Name:  "up",
 				Usage: "create a client and a server namespace joined by a veth test link, each with its own sshd, and write an inventory (needs root)",
-				UsageText: "bloatbench testbed up [--out lab.yaml] [--rate RATE] [--queue pfifo:N|bfifo:BYTES] [--gso off] [--ipv6] [--user NAME [--sudo]]\n" +
+				UsageText: "bloatbench testbed up [--out lab.yaml] [--rate RATE] [--queue pfifo:N|bfifo:BYTES] [--gso off] [--ipv6] [--user NAME [--sudo]] [--pairs N]\n" +
 					"   bloatbench testbed up --vm [--out vmlab.yaml] [--rate RATE] [--queues N] [--kernel DEB_OR_BZIMAGE] [--module KO]...\n\nExample:\n" +
 					"   bloatbench testbed up --out lab.yaml --rate 100mbit --queue bfifo:300000 --gso off\n   bloatbench run -H lab.yaml tcp_4down\n" +
 					"   bloatbench testbed up --out lab.yaml --rate 100mbit --ipv6 --user bench --sudo\n" +
@@ -53,6 +53,7 @@ func testbedCommand() *cli.Command {
 					&cli.StringFlag{Name: "user", Usage: "log in to the lab's hosts as this user, not root (a system user is made when missing; the lab's home becomes its)"},
 					&cli.BoolFlag{Name: "sudo", Usage: "with --user: let the user run the agent as root through sudo without a password (a rule in /etc/sudoers.d for this lab only, removed by testbed down)"},
 					&cli.BoolFlag{Name: "ipv6", Usage: "dual-stack test link: 2001:2:0:N::1 and ::2/64 beside the IPv4 addresses; the inventory's test_ip is the IPv6 one"},
+					&cli.IntFlag{Name: "pairs", Value: 1, Usage: "client/server pairs over the one test link: pair K > 1 is clientK behind client and serverK behind server, routed through them (the inventory lists pairs:)"},
 				}, labFlags("")...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("vm") {
@@ -73,7 +74,11 @@ func testbedCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.Writer, "lab %s is up: client %s, server %s; inventory %s\n", lab.Name, lab.Hosts[0].NetNS, lab.Hosts[1].NetNS, lab.Inventory)
+					more := ""
+					if len(lab.Hosts) > 2 {
+						more = fmt.Sprintf(" (and %d more pairs behind them)", len(lab.Hosts)/2-1)
+					}
+					fmt.Fprintf(c.App.Writer, "lab %s is up: client %s, server %s%s; inventory %s\n", lab.Name, lab.Hosts[0].NetNS, lab.Hosts[1].NetNS, more, lab.Inventory)
 					return nil
 				},
 			},
@@ -121,7 +126,7 @@ func testbedCommand() *cli.Command {
 }
 
 func vmUp(c *cli.Context) error {
-	for _, f := range []string{"user", "sudo", "ipv6"} {
+	for _, f := range []string{"user", "sudo", "ipv6", "pairs"} {
 		if c.IsSet(f) {
 			return fmt.Errorf("--%s is for the local lab (the VM lab logs in as root over IPv4)", f)
 		}

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// Two client/server pairs over the lab's one bottleneck (testbed up --pairs 2):
+// every pair runs the test, each pair's rows are in the summary, and the sum over
+// both is the shaped rate's payload, within 2%: the second pair's traffic crosses
+// the same htb as the first's, not a way around it.
+func TestTwoPairsOneBottleneck(t *testing.T) {
+	invPath, inv := lab(t, "--rate", "100mbit", "--gso", "off", "--pairs", "2")
+	if ps := inv.PairsOf(); len(ps) != 2 || ps[1].Client != "client2" || ps[1].Server != "server2" || len(inv.Bottleneck) != 2 {
+		t.Fatalf("the lab's inventory: pairs %+v, bottleneck %+v", ps, inv.Bottleneck)
+	}
+	out := t.TempDir()
+	r := bb(t, "run", "-H", invPath, "-l", "15", "-d", "2", "-o", out, "--format", "json", "--sampler", "cpu@server", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	medians := parseSummary(t, r.stdout)
+	var rows []string
+	for _, pair := range []string{"1", "2"} {
+		rows = append(rows, datafile.PairName("TCP download sum", pair), datafile.PairName("Ping (ms) ICMP", pair),
+			datafile.PairName("Ping (ms) ICMP", pair)+" loaded")
+		for f := 1; f <= 4; f++ {
+			rows = append(rows, datafile.PairName(fmt.Sprintf("TCP download::%d", f), pair))
+		}
+	}
+	for _, row := range rows {
+		if _, ok := medians[row]; !ok {
+			t.Errorf("no row %q in\n%s", row, r.stdout)
+		}
+	}
+	sum, want := medians["TCP download sum"], 100*1448.0/1514
+	p1, p2 := medians["TCP download sum (pair 1)"], medians["TCP download sum (pair 2)"]
+	t.Logf("TCP download sum median %.2f Mbit/s (pair 1 %.2f, pair 2 %.2f); htb payload rate %.2f", sum, p1, p2, want)
+	if math.Abs(sum-want)/want > 0.02 {
+		t.Errorf("TCP download sum median %.2f Mbit/s is not within 2%% of %.2f", sum, want)
+	}
+	// Eight flows through one queue: neither pair gets a tenth of the link.
+	if p1 < want/10 || p2 < want/10 {
+		t.Errorf("pair sums %.2f and %.2f: one pair starves", p1, p2)
+	}
+	// The data file says which pair each series is of; the sampler ran once on
+	// each server, named for its host, not its pair.
+	run := dataFile(t, out)
+	pairs := map[string]int{}
+	cpuHosts := map[string]bool{}
+	for _, se := range run.Series {
+		pairs[se.Pair]++
+		if se.Kind == "cpu" {
+			cpuHosts[se.Host] = true
+			if se.Pair != "" {
+				t.Errorf("sampler series %s has pair %q", se.Name, se.Pair)
+			}
+		}
+		if se.Pair != "" && !strings.HasSuffix(se.Name, " (pair "+se.Pair+")") {
+			t.Errorf("series %s of pair %s is not named for it", se.Name, se.Pair)
+		}
+	}
+	if pairs["1"] != 5 || pairs["2"] != 5 {
+		t.Errorf("series by pair %v, want 5 (4 flows and ping) each", pairs)
+	}
+	if len(cpuHosts) == 0 {
+		t.Errorf("no CPU series")
+	}
+	for _, name := range []string{"streams/1 started", "streams/2 started"} {
+		n := 0
+		for _, e := range run.Events {
+			if e.Message == name {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d events %q in the data file, want 1", n, name)
+		}
+	}
+}
