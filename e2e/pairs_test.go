@@ -19,7 +19,7 @@ func TestTwoPairsOneBottleneck(t *testing.T) {
 		t.Fatalf("the lab's inventory: pairs %+v, bottleneck %+v", ps, inv.Bottleneck)
 	}
 	out := t.TempDir()
-	r := bb(t, "run", "-H", invPath, "-l", "15", "-d", "2", "-o", out, "--format", "json", "--sampler", "cpu@server", "tcp_4down")
+	r := bb(t, "run", "-H", invPath, "-l", "15", "-d", "2", "-o", out, "--format", "json", "--sampler", "cpu@server", "--sampler", "softnet@client", "tcp_4down")
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
@@ -47,15 +47,15 @@ func TestTwoPairsOneBottleneck(t *testing.T) {
 	if p1 < want/10 || p2 < want/10 {
 		t.Errorf("pair sums %.2f and %.2f: one pair starves", p1, p2)
 	}
-	// The data file says which pair each series is of; the sampler ran once on
-	// each server, named for its host, not its pair.
+	// The data file says which pair each series is of; the samplers ran once on
+	// each server or client, named for its host, not its pair.
 	run := dataFile(t, out)
 	pairs := map[string]int{}
-	cpuHosts := map[string]bool{}
+	samplerHosts := map[string]bool{}
 	for _, se := range run.Series {
 		pairs[se.Pair]++
-		if se.Kind == "cpu" {
-			cpuHosts[se.Host] = true
+		if se.Kind == "cpu" || se.Kind == "softnet" {
+			samplerHosts[se.Kind+" "+se.Host] = true
 			if se.Pair != "" {
 				t.Errorf("sampler series %s has pair %q", se.Name, se.Pair)
 			}
@@ -67,8 +67,10 @@ func TestTwoPairsOneBottleneck(t *testing.T) {
 	if pairs["1"] != 5 || pairs["2"] != 5 {
 		t.Errorf("series by pair %v, want 5 (4 flows and ping) each", pairs)
 	}
-	if len(cpuHosts) == 0 {
-		t.Errorf("no CPU series")
+	for _, h := range []string{"cpu server", "cpu server2", "softnet client", "softnet client2"} {
+		if !samplerHosts[h] {
+			t.Errorf("no %s series (have %v)", h, samplerHosts)
+		}
 	}
 	for _, name := range []string{"streams/1 started", "streams/2 started"} {
 		n := 0

@@ -109,6 +109,7 @@ func Kinds() map[string]Kind {
 		"ping":        pingKind,
 		"qdisc":       qdiscKind,
 		"cpu":         cpuKind,
+		"softnet":     softnetKind,
 		"rr-server":   rrServerKind,
 		"udp-rr":      udpRRKind,
 		"tcp-rr":      tcpRRKind,
