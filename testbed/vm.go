@@ -582,6 +582,7 @@ func (l *Lab) writeVMInventory() error {
 			}
 		}
 	}
+	inv.Setups = vmSetups()
 	link := "unshaped"
 	if l.VMOptions.Rate != "" {
 		link = "line rate " + l.VMOptions.Rate
@@ -603,6 +604,39 @@ func (l *Lab) writeVMInventory() error {
 		"# Written by `bloatbench testbed up --vm`; `bloatbench testbed down -H %s` removes it.\n",
 		l.Name, l.VM.Kernel, l.VMOptions.Queues, link, filepath.Base(l.Inventory))
 	return inv.Write(l.Inventory, comment)
+}
+
+// VMBQLLimit is the BQL limit_max of the VM lab's "+bql" setups: four MTU-sized
+// packets. At the lab's line rates virtio-net's ring would otherwise hold most of
+// the queue, and the qdisc under test would see little of it (as on real hardware
+// without BQL); the seeds quote BQL holding ~15000 bytes at 100 Mbit/s.
+const VMBQLLimit = 6056
+
+// vmSetups are the setups the VM lab's inventory carries, which the README's seed
+// commands and the VM stage name: every built-in that needs no rate with BQL's
+// limit_max at VMBQLLimit ("mq+dualpi2+bql"), and the seeds' variants of them: GSO
+// off ("-gso", seed 004's matrix, and each skb one packet) and one queue instead of
+// the device's several ("-1q": ethtool -L combined 1, seed 004's one tx queue).
+func vmSetups() map[string]*inventory.SetupSpec {
+	limit := VMBQLLimit
+	out := map[string]*inventory.SetupSpec{}
+	for _, name := range qdisc.BuiltinNames() {
+		s, err := qdisc.Lookup(name, nil)
+		if err != nil || s.NeedsRate() {
+			continue
+		}
+		out[name+"+bql"] = &inventory.SetupSpec{Extends: name, Title: fmt.Sprintf("%s, BQL %d", s.Title, limit),
+			BQL: &inventory.BQLSpec{LimitMax: &limit}}
+	}
+	gsoOff := map[string]string{"gso": "off"}
+	for _, base := range []string{"pfifo_fast+bql", "mq+fq_codel+bql"} {
+		out[base+"-gso"] = &inventory.SetupSpec{Extends: base, Title: out[base].Title + ", GSO off", Offloads: gsoOff}
+	}
+	out["pfifo_fast+bql-1q"] = &inventory.SetupSpec{Extends: "pfifo_fast+bql", Title: out["pfifo_fast+bql"].Title + ", 1 queue",
+		Channels: map[string]int{"combined": 1}}
+	out["pfifo_fast+bql-1q-gso"] = &inventory.SetupSpec{Extends: "pfifo_fast+bql-1q", Title: out["pfifo_fast+bql"].Title + ", 1 queue, GSO off",
+		Offloads: gsoOff}
+	return out
 }
 
 // vmNetemLimit is the packets netem holds on a path device: tc's 1000 would drop at

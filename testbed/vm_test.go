@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
 )
 
 // lockedLog is a log safe for concurrent writes, so that the race detector sees
@@ -69,5 +73,46 @@ func TestVMPathEmulation(t *testing.T) {
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("%+v: got %q, want %q", c.o, got, c.want)
 		}
+	}
+}
+
+// The VM lab's inventory carries the seeds' setups: they survive the file and
+// resolve, each with BQL's limit_max, its title saying so, and the variants their
+// offloads and channels.
+func TestVMSetups(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vmlab.yaml")
+	inv := &inventory.Inventory{Hosts: map[string]*inventory.Host{
+		"client": {SSH: "root@127.0.0.1:2201", TestIP: "198.18.128.1"},
+		"server": {SSH: "root@127.0.0.1:2202", TestIP: "198.18.144.2"},
+	}, Client: "client", Server: "server", Setups: vmSetups()}
+	if err := inv.Write(path, ""); err != nil {
+		t.Fatal(err)
+	}
+	back, err := inventory.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"mq+dualpi2+bql":        "MQ + DUALPI2, BQL 6056",
+		"cake-no-split-gso+bql": "CAKE (no-split-gso), BQL 6056",
+		"pfifo_fast+bql-gso":    "PFIFO_FAST, BQL 6056, GSO off",
+		"pfifo_fast+bql-1q-gso": "PFIFO_FAST, BQL 6056, 1 queue, GSO off",
+	} {
+		s, err := qdisc.Resolve(name, back)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if s.Title != want || s.BQL == nil || s.BQL.LimitMax == nil || *s.BQL.LimitMax != VMBQLLimit {
+			t.Errorf("%s: title %q, BQL %+v", name, s.Title, s.BQL)
+		}
+	}
+	s, _ := qdisc.Resolve("pfifo_fast+bql-1q-gso", back)
+	if gso, ok := s.Offloads["gso"]; !ok || gso || s.Channels["combined"] != 1 {
+		t.Errorf("pfifo_fast+bql-1q-gso: offloads %v, channels %v", s.Offloads, s.Channels)
+	}
+	if _, ok := back.Setups["htb+fq_codel+bql"]; ok {
+		t.Error("a setup that needs a rate got a +bql variant")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,16 +50,6 @@ func TestVMLabPath(t *testing.T) {
 	if inv.Netem == nil || inv.Netem.Delay != "25000us" || len(inv.PathDevices) != 2 {
 		t.Fatalf("testbed up --rtt 50ms wrote netem %+v on %v", inv.Netem, inv.PathDevices)
 	}
-
-	f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "setups:\n")
-	for _, b := range []string{"pfifo_fast", "fq_codel"} {
-		fmt.Fprintf(f, "  %s+bql:\n    extends: %s\n    bql: {limit_max: %d}\n", b, b, bqlLimit)
-	}
-	f.Close()
 
 	before := guestState(t, inv) + pathState(t, inv)
 	out := filepath.Join(dir, "results")
@@ -160,13 +149,10 @@ func TestVMLabPath(t *testing.T) {
 // router devices: on test0 its IFB shapes the acknowledgements, far below the rate.
 func cakeIngress(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
 	t.Run("cake-ingress", func(t *testing.T) {
-		f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// cake's ingress keyword counts what it drops against the rate too.
-		fmt.Fprintf(f, "  cake-ingress:\n    title: CAKE ingress %.0fmbit\n    ingress: {root: {kind: cake, params: {bandwidth: %.0fmbit, ingress: \"\", besteffort: \"\"}}}\n", ingressRate/1e6, ingressRate/1e6)
-		f.Close()
+		cakeBW := fmt.Sprintf("%.0fmbit", ingressRate/1e6)
+		addSetup(t, invPath, "cake-ingress", &inventory.SetupSpec{Title: "CAKE ingress " + cakeBW,
+			Ingress: &inventory.IngressSpec{Root: &inventory.QdiscSpec{Kind: "cake", Params: map[string]string{"bandwidth": cakeBW, "ingress": "", "besteffort": ""}}}})
 		before += pathState(t, inv)
 		dir := filepath.Join(out, "cake-ingress")
 		stdout, stderr, err := bb(t, 10*time.Minute, "run", "-H", invPath, "--setup", "cake-ingress", "-l", "20", "-d", "2", "-o", dir, "tcp_4down")

@@ -1,9 +1,7 @@
 package vmlab
 
 import (
-	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,12 +24,6 @@ import (
 //     than alone.
 func seedWorkloads(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
 	t.Run("seeds", func(t *testing.T) {
-		f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(f, "  pfifo_fast+bql-gso:\n    extends: pfifo_fast\n    bql: {limit_max: %d}\n    offloads: {gso: \"off\"}\n", bqlLimit)
-		f.Close()
 		run := func(test, setup string, te ...string) (*datafile.Run, map[string]float64) {
 			t.Helper()
 			dir := filepath.Join(out, "seeds", test+"-"+setup)

@@ -33,6 +33,7 @@ import (
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/testbed"
 )
 
 var bin string
@@ -68,8 +69,25 @@ func bb(t *testing.T, timeout time.Duration, args ...string) (string, string, er
 // 230 ms from one run to the next; on the router it fills (about a second).
 const rate = 10e6
 
-// bqlLimit is the limit_max of the BQL check: four MTU packets.
-const bqlLimit = 6056
+// bqlLimit is the limit_max of the BQL check: four MTU packets, as the VM lab's
+// "+bql" setups have it.
+const bqlLimit = testbed.VMBQLLimit
+
+// addSetup adds a setup of the test's own to the lab's inventory.
+func addSetup(t *testing.T, invPath, name string, spec *inventory.SetupSpec) {
+	t.Helper()
+	inv, err := inventory.Load(invPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Setups == nil {
+		inv.Setups = map[string]*inventory.SetupSpec{}
+	}
+	inv.Setups[name] = spec
+	if err := inv.Write(invPath, "# The VM lab's inventory, with a setup of the test's own\n"); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestVMLab(t *testing.T) {
 	e2eutil.NeedRoot(t, "starts QEMU guests on taps and a bridge in a network namespace")
@@ -101,20 +119,18 @@ func TestVMLab(t *testing.T) {
 	}
 	t.Cleanup(func() { checkDown(t, inv.Testbed) })
 
-	// The inventory's own setups: every built-in with BQL's limit_max, and one with
-	// GSO off too, where each skb is one packet, for the BQL check.
+	// The inventory's own setups, as testbed up --vm writes them: every built-in
+	// with BQL's limit_max, and mq+fq_codel with GSO off too, where each skb is one
+	// packet, for the BQL check. The test adds one of its own.
 	builtins := []string{"pfifo_fast", "fq_codel", "mq+fq_codel", "mq+fq_pie", "mq+dualpi2", "cake", "cake-no-split-gso"}
-	f, err := os.OpenFile(invPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	for _, b := range append(builtins, "mq+fq_codel") {
+		if s := inv.Setups[b+"+bql"]; s == nil || s.BQL == nil || *s.BQL.LimitMax != bqlLimit {
+			t.Fatalf("testbed up --vm wrote no setup %s+bql with limit_max %d: %+v", b, bqlLimit, inv.Setups)
+		}
 	}
-	fmt.Fprintln(f, "setups:")
-	for _, b := range builtins {
-		fmt.Fprintf(f, "  %s+bql:\n    extends: %s\n    bql: {limit_max: %d}\n", b, b, bqlLimit)
-	}
-	fmt.Fprintf(f, "  mq+fq_codel+bql-gso:\n    extends: mq+fq_codel\n    bql: {limit_max: %d}\n    offloads: {gso: \"off\"}\n", bqlLimit)
-	fmt.Fprintf(f, "  mq+pfifo:\n    title: MQ + PFIFO 10\n    mq: {kind: pfifo, params: {limit: \"10\"}}\n    bql: {limit_max: %d}\n", bqlLimit)
-	f.Close()
+	limit := bqlLimit
+	addSetup(t, invPath, "mq+pfifo", &inventory.SetupSpec{Title: "MQ + PFIFO 10",
+		MQ: &inventory.QdiscSpec{Kind: "pfifo", Params: map[string]string{"limit": "10"}}, BQL: &inventory.BQLSpec{LimitMax: &limit}})
 
 	before := guestState(t, inv)
 	out := filepath.Join(dir, "results")
