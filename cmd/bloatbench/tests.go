@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -13,7 +14,7 @@ func testsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "tests",
 		Usage:     "list the tests and their parameters (set with run --te KEY=VALUE), or those of test files",
-		UsageText: "bloatbench tests [TEST_FILE...]\n\nExamples:\n   bloatbench tests\n   bloatbench tests ./my_test.yaml",
+		UsageText: "bloatbench tests [TEST|TEST_FILE...]\n\nExamples:\n   bloatbench tests\n   bloatbench tests udp_flood\n   bloatbench tests ./my_test.yaml",
 		Action: func(c *cli.Context) error {
 			all, err := tests.All()
 			if err != nil {
@@ -22,7 +23,9 @@ func testsCommand() *cli.Command {
 			if c.NArg() > 0 {
 				all = nil
 				for _, f := range c.Args().Slice() {
-					if !tests.IsFile(f) {
+					// A built-in's name shows it; a file of that name in the working
+					// folder comes first, as run takes it.
+					if _, err := os.Stat(f); err == nil && !tests.IsFile(f) {
 						f = "./" + f
 					}
 					d, err := tests.Get(f)
