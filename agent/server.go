@@ -36,6 +36,9 @@ type Server struct {
 
 	// kinds is the runner registry, by kind.
 	kinds map[string]runners.Kind
+	// streams is what the agent's TCP streams share: the bound on those in the
+	// kernel at once.
+	streams *runners.StreamGate
 
 	jobsM sync.Mutex
 	jobs  map[string]context.CancelFunc
@@ -52,6 +55,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	s.batch = map[string][]datafile.Sample{}
 	s.jobs = map[string]context.CancelFunc{}
 	s.kinds = runners.Kinds()
+	s.streams = runners.NewStreamGate()
 
 	flushDone := make(chan struct{})
 	go func() {
@@ -178,6 +182,7 @@ func (s *Server) start(ctx context.Context, req Request) {
 		// series' first samples.
 		Declare: func(ser datafile.Series) { s.send(Message{Type: TypeSeries, Job: req.Job, Series: &ser}) },
 		Warn:    func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) },
+		Streams: s.streams,
 	}
 	if pair := req.Start.Pair; pair != "" {
 		env = pairEnv(env, pair)

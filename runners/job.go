@@ -57,11 +57,14 @@ type Dev struct {
 
 // Env is how a running job reports: samples, series it finds as it runs (a
 // sampler learns a qdisc's statistics from the kernel), and warnings for the data
-// file. All three are safe for concurrent use.
+// file. All are safe for concurrent use.
 type Env struct {
 	Emit    Emit
 	Declare func(datafile.Series)
 	Warn    func(msg string)
+	// Streams bounds the agent's TCP streams in system calls at once, shared by
+	// every stream job of the agent; nil bounds nothing.
+	Streams *StreamGate
 }
 
 // Started is what a kind says once its job is ready to run: the port it listens

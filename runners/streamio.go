@@ -54,17 +54,17 @@ var zeros = make([]byte, chunk)
 
 // send writes until the connection fails, is closed or passes its write deadline:
 // that is how a stream ends.
-func send(c *net.TCPConn) {
-	defer inKernel.stream()()
+func send(c *net.TCPConn, g *StreamGate) {
+	defer g.stream()()
 	if src, err := zeroSource(); err == nil {
-		if sendFile(c, src) == nil {
+		if sendFile(c, src, g) == nil {
 			return
 		}
 	}
 	for {
-		held := inKernel.enter()
+		held := g.enter()
 		_, err := c.Write(zeros)
-		inKernel.leave(held)
+		g.leave(held)
 		if err != nil {
 			return
 		}
@@ -76,7 +76,7 @@ var errFallback = errors.New("sendfile not supported")
 
 // sendFile sends src's pages over and over until the connection ends (nil) or
 // sendfile turns out not to work for it (errFallback, before any byte went).
-func sendFile(c *net.TCPConn, src *os.File) error {
+func sendFile(c *net.TCPConn, src *os.File, g *StreamGate) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return errFallback
@@ -89,9 +89,9 @@ func sendFile(c *net.TCPConn, src *os.File) error {
 			// Each call starts at offset 0 of the file: the bytes are all zeros and
 			// where a partial send stopped does not matter.
 			var off int64
-			held := inKernel.enter()
+			held := g.enter()
 			n, err := linux.Sendfile(int(fd), in, &off, chunk)
-			inKernel.leave(held)
+			g.leave(held)
 			switch {
 			case err == linux.EAGAIN:
 				return false // wait until the socket takes more
@@ -116,19 +116,19 @@ func sendFile(c *net.TCPConn, src *os.File) error {
 // discard receives until the stream ends, counting the bytes into m without copying
 // them out of the kernel. It returns nil when the peer closed the stream, or when it
 // was closed here, and the error otherwise.
-func discard(c *net.TCPConn, m *meter) error {
+func discard(c *net.TCPConn, m *meter, g *StreamGate) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("receive: %w", err)
 	}
-	defer inKernel.stream()()
+	defer g.stream()()
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
 		for {
 			// No buffer: with MSG_TRUNC TCP frees what it would have copied.
-			held := inKernel.enter()
+			held := g.enter()
 			n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, 0, chunk, linux.MSG_TRUNC, 0, 0)
-			inKernel.leave(held)
+			g.leave(held)
 			switch {
 			case e == linux.EAGAIN:
 				return false
@@ -152,46 +152,53 @@ func discard(c *net.TCPConn, m *meter) error {
 	return fmt.Errorf("receive: %w", err)
 }
 
-// inKernel bounds how many streams are in a send or receive system call at once. On
-// a fast path those calls are long (on veth the receiver's softirq runs in the
-// sender's call), and with 1024 streams nearly all of them are runnable at once: the
-// agent's other goroutines, the qdisc sampler and the ping, waited behind them in
-// Go's run queue, and the tc it reads got little CPU. The server's qdisc series
-// missed 68-72% of their grid with 1024 streams; bounded, none. Streams past the
-// bound wait parked in Go. Bounded to the processors alone it cost 4 streams a fifth
-// of their throughput on 2 cores, so the bound is a few streams per processor, and
-// it only counts once the streams outnumber it. With 1024 streams on 2 cores, side
-// by side: no bound 25.0 Gbit/s and 67% of the server's qdisc grid missed; 16 per
-// processor 20.0 and 7% missed; 4 per processor 18.5 and none missed.
-var inKernel = newKernelGate(4 * runtime.GOMAXPROCS(0))
-
-// kernelGate lets every stream through while there are no more streams than slots:
-// then it costs an atomic load, not a channel's lock, per system call.
-type kernelGate struct {
+// StreamGate bounds how many of an agent's streams are in a send or receive system
+// call at once. On a fast path those calls are long (on veth the receiver's softirq
+// runs in the sender's call), and with 1024 streams nearly all of them are runnable
+// at once: the agent's other goroutines, the qdisc sampler and the ping, waited
+// behind them in Go's run queue, and the tc it reads got little CPU. The server's
+// qdisc series missed 68-72% of their grid with 1024 streams; bounded, none. Streams
+// past the bound wait parked in Go. Bounded to the processors alone it cost 4
+// streams a fifth of their throughput on 2 cores, so the bound is a few streams per
+// processor (NewStreamGate), and it only counts once the streams outnumber it. With
+// 1024 streams on 2 cores, side by side: no bound 25.0 Gbit/s and 67% of the
+// server's qdisc grid missed; 16 per processor 20.0 and 7% missed; 4 per processor
+// 18.5 and none missed.
+//
+// One agent has one, shared by all its stream jobs (Env.Streams); a nil gate
+// bounds nothing.
+type StreamGate struct {
 	slots  chan struct{}
 	active atomic.Int64 // streams moving bytes
 }
 
-func newKernelGate(n int) *kernelGate { return &kernelGate{slots: make(chan struct{}, max(n, 1))} }
+// NewStreamGate is the bound an agent's streams share: 4 per processor.
+func NewStreamGate() *StreamGate { return newStreamGate(4 * runtime.GOMAXPROCS(0)) }
+
+func newStreamGate(n int) *StreamGate { return &StreamGate{slots: make(chan struct{}, max(n, 1))} }
 
 // stream counts a stream in for as long as it moves bytes; call the result when it
 // stops.
-func (g *kernelGate) stream() (done func()) {
+func (g *StreamGate) stream() (done func()) {
+	if g == nil {
+		return func() {}
+	}
 	g.active.Add(1)
 	return func() { g.active.Add(-1) }
 }
 
 // enter waits for a slot when streams outnumber the slots; held says whether it took
-// one, for leave.
-func (g *kernelGate) enter() (held bool) {
-	if g.active.Load() <= int64(cap(g.slots)) {
+// one, for leave. While there are no more streams than slots it costs an atomic
+// load, not a channel's lock, per system call.
+func (g *StreamGate) enter() (held bool) {
+	if g == nil || g.active.Load() <= int64(cap(g.slots)) {
 		return false
 	}
 	g.slots <- struct{}{}
 	return true
 }
 
-func (g *kernelGate) leave(held bool) {
+func (g *StreamGate) leave(held bool) {
 	if held {
 		<-g.slots
 	}

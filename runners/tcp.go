@@ -201,10 +201,10 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 		if h.TCPInfo {
 			defer startTCPInfo(ctx, c, h.Flow, h.Direction, l.host, l.spec.Step, l.env)()
 		}
-		send(c)
+		send(c, l.env.Streams)
 		return nil
 	case "upload":
-		return receive(c, h.Flow, l.meters)
+		return receive(c, h.Flow, l.meters, l.env.Streams)
 	}
 	return nil
 }
@@ -271,7 +271,7 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 			if f.TCPInfo && f.Direction == Upload {
 				defer startTCPInfo(ctx, conns[i], f.Name, f.Direction, spec.host, spec.Step, spec.env)()
 			}
-			if err := runFlow(ctx, conns[i], f, meters); err != nil {
+			if err := runFlow(ctx, conns[i], f, meters, spec.env.Streams); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", f.Name, err)
 			}
 		}()
@@ -321,7 +321,7 @@ func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPC
 }
 
 // runFlow starts an accepted stream with the go byte and runs it until ctx ends.
-func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler) error {
+func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler, g *StreamGate) error {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -330,9 +330,9 @@ func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler)
 	}
 	switch f.Direction {
 	case "download":
-		return receive(c, f.Name, meters)
+		return receive(c, f.Name, meters, g)
 	case "upload":
-		send(c)
+		send(c, g)
 		// Half-close so the receiver sees the end and counts its last interval.
 		c.CloseWrite()
 		io.Copy(io.Discard, c)
@@ -344,9 +344,9 @@ func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler)
 // receive counts a stream's bytes until it ends, one throughput sample every step
 // (bytes in the interval and its exact length, measured at the receiver) and a last
 // one at its end.
-func receive(c *net.TCPConn, series string, meters *sampler) error {
+func receive(c *net.TCPConn, series string, meters *sampler, g *StreamGate) error {
 	m := meters.start(series, time.Now())
-	err := discard(c, m)
+	err := discard(c, m, g)
 	meters.stop(m, time.Now())
 	return err
 }

@@ -120,8 +120,8 @@ func TestStreamsOverLoopback(t *testing.T) {
 	}
 }
 
-func TestKernelGateOnlyBeyondItsSlots(t *testing.T) {
-	g := newKernelGate(2)
+func TestStreamGateOnlyBeyondItsSlots(t *testing.T) {
+	g := newStreamGate(2)
 	done := []func(){g.stream(), g.stream()}
 	if g.enter() {
 		t.Error("2 streams and 2 slots: a slot taken")
@@ -138,5 +138,11 @@ func TestKernelGateOnlyBeyondItsSlots(t *testing.T) {
 	}
 	if len(g.slots) != 0 || g.active.Load() != 0 || g.enter() {
 		t.Errorf("all left: %d slots, %d streams", len(g.slots), g.active.Load())
+	}
+	// A job given no gate (tests, a runner outside an agent) is not bounded.
+	var none *StreamGate
+	defer none.stream()()
+	if held := none.enter(); held {
+		t.Error("a nil gate took a slot")
 	}
 }
