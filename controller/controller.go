@@ -869,6 +869,9 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
 	total := length + 2*delay
+	// The devices' statistics before the run are read first: in an emulated guest
+	// each tc costs tens of ms, which would come out of the jobs' start lead.
+	pre := o.readStates(ctx, eps, "pre")
 	// Every job starts from one instant, t0, picked a little ahead and sent to each
 	// agent on its own clock: ping and the samplers start at t0, the streams at
 	// t0+delay, so every series starts on the grid (the header's t0).
@@ -910,7 +913,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	}
 	rec.live = lv
 	rec.mu.Unlock()
-	o.recordStates(ctx, eps, w, "pre")
+	writeStates(w, pre)
 	o.logf("running %s for %gs (%s), sampling every %gs from %gs before to %gs after", p.Test, length, p.Describe(), step, delay, delay)
 	ports := map[string]int{}
 	for _, in := range ins {
@@ -987,15 +990,15 @@ func agentTime(ep *endpoint, t time.Time) float64 {
 }
 
 // startLead is how far ahead t0 is put: past what comes between the header and the
-// last job's start, which is one request per job and two per device recorded (is
-// the agent alive, tc -s before the run), each a round trip to its agent
-// and a little work there. A job whose start comes late starts at once.
+// last job's start, which is one request per job (per pair for a pair's jobs), each
+// a round trip to its agent and a little work there. A job whose start comes late
+// starts at once.
 func (o *Options) startLead(eps []*endpoint) time.Duration {
 	var rtt time.Duration
 	for _, ep := range eps {
 		rtt = max(rtt, time.Duration(ep.info.ClockRTT*float64(time.Second)))
 	}
-	requests := len(o.Plan.Jobs) + 2*len(o.recordedDevs())
+	requests := len(o.Plan.Jobs) * len(o.Inventory.PairsOf())
 	return 200*time.Millisecond + time.Duration(requests)*(rtt+10*time.Millisecond)
 }
 

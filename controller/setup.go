@@ -282,6 +282,19 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 
 // recordStates writes the tc statistics of recordedDevs into the data file.
 func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile.Writer, phase string) {
+	writeStates(w, o.readStates(ctx, eps, phase))
+}
+
+// devStates are the tc statistics of the recorded devices at one moment, and the
+// warnings for those that could not be read.
+type devStates struct {
+	states []datafile.State
+	events []datafile.Event
+}
+
+// readStates reads the tc statistics of recordedDevs, one command each.
+func (o *Options) readStates(ctx context.Context, eps []*endpoint, phase string) devStates {
+	var d devStates
 	for _, b := range o.recordedDevs() {
 		ep := endpointOf(eps, b.Host)
 		err := ep.alive(ctx)
@@ -290,9 +303,19 @@ func (o *Options) recordStates(ctx context.Context, eps []*endpoint, w *datafile
 			out, err = ep.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
 		}
 		if err != nil || !json.Valid(out) {
-			w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning", Message: fmt.Sprintf("tc statistics %s: %v", phase, err)})
+			d.events = append(d.events, datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning", Message: fmt.Sprintf("tc statistics %s: %v", phase, err)})
 			continue
 		}
-		w.State(datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out})
+		d.states = append(d.states, datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out})
+	}
+	return d
+}
+
+func writeStates(w *datafile.Writer, d devStates) {
+	for _, e := range d.events {
+		w.Event(e)
+	}
+	for _, st := range d.states {
+		w.State(st)
 	}
 }
