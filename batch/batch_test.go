@@ -66,7 +66,7 @@ func TestParseErrorsNameFileLineKey(t *testing.T) {
 		{"unknown setup", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nsetups: [small, huge]\n", "testdata/nightly.yaml:3: setups[1]:"},
 		{"bad length", "inventory: hosts.yaml\nlength: NaN\ntests: [{test: tcp_4down}]\n", "testdata/nightly.yaml:2: length:"},
 		{"step over length", "inventory: hosts.yaml\nlength: 1\nstep: 2\ntests: [{test: tcp_4down}]\n", "step: 2s is longer than the length 1s"},
-		{"host not in runs", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nbefore: [{host: other, run: true}]\n", "before[0].host: \"other\" is not the client, the server or a bottleneck host"},
+		{"host not in runs", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nbefore: [{host: other, run: true}]\n", "before[0].host: \"other\" is not a client, a server (of any pair) or a bottleneck host"},
 		{"empty command", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nafter: [{host: server, run: \" \"}]\n", "after[0].run: missing"},
 		{"unknown metric", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nthresholds: [{metric: Ping, worse: +10%}]\n", "thresholds[0].metric: \"Ping\": one of Ping (ms) ICMP loaded avg"},
 		{"unsigned threshold", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nthresholds: [{metric: Ping loaded median, worse: 10%}]\n", "with its sign"},

@@ -214,7 +214,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 			key = fmt.Sprintf("after[%d]", i-len(f.Before))
 		}
 		if !runsOn(inv, c.Host) {
-			return nil, fail(key+".host", "%q is not the client, the server or a bottleneck host of %s", c.Host, inv.Path)
+			return nil, fail(key+".host", "%q is not a client, a server (of any pair) or a bottleneck host of %s", c.Host, inv.Path)
 		}
 		if strings.TrimSpace(c.Run) == "" {
 			return nil, fail(key+".run", "missing: the command to run on %s", c.Host)

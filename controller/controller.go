@@ -717,10 +717,12 @@ type instance struct {
 	// name is the job's name on its agent and in the log: the plan's, with the
 	// pair in a run with several.
 	name string
-	// pair is the job's pair in a run with several ("1", "2", ...), else "".
-	pair string
-	ep   *endpoint
-	spec runners.JobSpec
+	// pair is the job's pair in a run with several ("1", "2", ...), else "";
+	// pairIndex is the pair (from 0) whose hosts its target and peer are.
+	pair      string
+	pairIndex int
+	ep        *endpoint
+	spec      runners.JobSpec
 	// series are the job's planned series with their hosts and targets filled in.
 	series []datafile.Series
 	// at is when it starts, on the controller's clock.
@@ -832,7 +834,7 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 			if perPair {
 				pair = pairLabel(pl.pair, len(pairs))
 			}
-			in := instance{job: j, name: instanceName(j.Name, pair), pair: pair, ep: ep, at: at, spec: runners.JobSpec{Kind: j.Kind, Start: agentTime(ep, at),
+			in := instance{job: j, name: instanceName(j.Name, pair), pair: pair, pairIndex: pl.pair, ep: ep, at: at, spec: runners.JobSpec{Kind: j.Kind, Start: agentTime(ep, at),
 				Step: o.Step.Seconds(), Token: token, Host: ep.host.Name, Devs: devs[ep.host.Name], Pair: pair, Params: j.Params}}
 			if !j.Background {
 				in.spec.Duration = j.Duration.Eval(timing)
@@ -875,7 +877,8 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	// Every job starts from one instant, t0, picked a little ahead and sent to each
 	// agent on its own clock: ping and the samplers start at t0, the streams at
 	// t0+delay, so every series starts on the grid (the header's t0).
-	start := time.Now().Add(o.startLead(eps)).Round(time.Millisecond)
+	lead := o.startLead(eps)
+	start := time.Now().Add(lead).Round(time.Millisecond)
 	meta := datafile.Metadata{
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
@@ -920,12 +923,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		spec := in.spec
 		if in.job.Connect != "" {
 			// The job it connects to is of the same pair.
-			k := 0
-			if in.pair != "" {
-				k, _ = strconv.Atoi(in.pair)
-				k--
-			}
-			spec.Addr = net.JoinHostPort(pairs[k].role(o.jobRole(in.job.Connect)).host.TestIP, strconv.Itoa(ports[instanceName(in.job.Connect, in.pair)]))
+			spec.Addr = net.JoinHostPort(pairs[in.pairIndex].role(o.jobRole(in.job.Connect)).host.TestIP, strconv.Itoa(ports[instanceName(in.job.Connect, in.pair)]))
 		}
 		m, err := jobs.start(ctx, in.ep, agent.Request{Op: agent.OpStart, Job: in.name, Start: &spec}, !in.job.Background)
 		if err != nil {
@@ -950,7 +948,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		}
 	}
 	if late := time.Since(start); late > 0 {
-		msg := fmt.Sprintf("the jobs were started %.0f ms after t0 (the controller allowed %.0f ms): their first samples are late", late.Seconds()*1e3, o.startLead(eps).Seconds()*1e3)
+		msg := fmt.Sprintf("the jobs were started %.0f ms after t0 (the controller allowed %.0f ms): their first samples are late", late.Seconds()*1e3, lead.Seconds()*1e3)
 		o.logf("warning: %s", msg)
 		w.Event(datafile.Event{T: datafile.Unix(time.Now()), Level: "warning", Message: msg})
 	}
@@ -990,15 +988,15 @@ func agentTime(ep *endpoint, t time.Time) float64 {
 }
 
 // startLead is how far ahead t0 is put: past what comes between the header and the
-// last job's start, which is one request per job (per pair for a pair's jobs), each
-// a round trip to its agent and a little work there. A job whose start comes late
+// last job's start, which is one request per job on each host it runs on, each a
+// round trip to its agent and a little work there. A job whose start comes late
 // starts at once.
 func (o *Options) startLead(eps []*endpoint) time.Duration {
 	var rtt time.Duration
 	for _, ep := range eps {
 		rtt = max(rtt, time.Duration(ep.info.ClockRTT*float64(time.Second)))
 	}
-	requests := len(o.Plan.Jobs) * len(o.Inventory.PairsOf())
+	requests := len(o.instances(eps, time.Time{}, ""))
 	return 200*time.Millisecond + time.Duration(requests)*(rtt+10*time.Millisecond)
 }
 

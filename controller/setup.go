@@ -302,8 +302,12 @@ func (o *Options) readStates(ctx context.Context, eps []*endpoint, phase string)
 		if err == nil {
 			out, err = ep.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
 		}
-		if err != nil || !json.Valid(out) {
-			d.events = append(d.events, datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning", Message: fmt.Sprintf("tc statistics %s: %v", phase, err)})
+		if err == nil && !json.Valid(out) {
+			err = fmt.Errorf("tc -s -j printed no JSON: %.200q", out)
+		}
+		if err != nil {
+			d.events = append(d.events, datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning",
+				Message: fmt.Sprintf("tc statistics of %s %s the run: %v", b.Dev, map[string]string{"pre": "before", "post": "after"}[phase], err)})
 			continue
 		}
 		d.states = append(d.states, datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out})

@@ -10,6 +10,7 @@ package datafile
 import (
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -187,13 +188,22 @@ type Series struct {
 }
 
 // PairName is the name a series of pair p has in a run with several pairs: the
-// name a test gives it, then the pair, so that a test's globs ("TCP*") still
-// match and each pair's rows sort together. No pair leaves the name as it is.
+// name a test gives it, then the pair, so that each pair's rows sort together. No
+// pair leaves the name as it is. Readers that match names (a test's aggregate
+// globs, the report's own rows) match BaseName.
 func PairName(name, pair string) string {
 	if pair == "" {
 		return name
 	}
 	return name + " (pair " + pair + ")"
+}
+
+// BaseName is the name a test gave a series, before PairName named it for its pair.
+func BaseName(name, pair string) string {
+	if pair == "" {
+		return name
+	}
+	return strings.TrimSuffix(name, " (pair "+pair+")")
 }
 
 // HostPeer, as a series' Host in a job's plan, stands for the host the job talks

@@ -139,11 +139,12 @@ func encode(run *datafile.Run) ([]byte, error) {
 	}
 	seriesMeta := map[string]any{}
 	host, local := "", ""
+	// The first client and server: the first pair's in a run with several.
 	for _, h := range m.Hosts {
-		switch h.Role {
-		case "server":
+		switch {
+		case h.Role == "server" && host == "":
 			host = h.TestIP
-		case "client":
+		case h.Role == "client" && local == "":
 			local = h.Name
 		}
 	}

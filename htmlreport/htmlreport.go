@@ -218,11 +218,11 @@ func timeseries(id, name string, d *datafile.Run) *charts.Line {
 		times[k] = grid.Time(k)
 	}
 	for _, g := range report.Throughput(d) {
-		if strings.HasSuffix(g.Name, " avg") {
+		if g.Stat == "avg" {
 			continue // the sum says it with the flows
 		}
 		width := 1.0
-		if strings.HasSuffix(g.Name, " sum") {
+		if g.Stat == "sum" {
 			width = 2.5
 		}
 		line.AddSeries(g.Name+" (Mbit/s)", points(m.T0, times, g.Values), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false)}),
@@ -384,11 +384,12 @@ func loadedPing(d *datafile.Run) []float64 {
 	return finiteOnly(out)
 }
 
-// sumPerStep is the total throughput of each step while the streams ran.
+// sumPerStep is the total throughput of each step while the streams ran (over
+// every pair: each pair's own sums are left out).
 func sumPerStep(d *datafile.Run) []float64 {
 	var out []float64
 	for _, g := range report.Throughput(d) {
-		if strings.HasSuffix(g.Name, " sum") {
+		if g.Stat == "sum" && strings.HasSuffix(g.Name, " sum") {
 			out = append(out, finiteOnly(g.Values)...)
 		}
 	}

@@ -58,34 +58,61 @@ func intervals(samples []datafile.Sample) bool {
 // grid, in the order the test lists them; one may take in those before it. An
 // aggregate of a name the grid has already (Throughput's "TCP upload sum") is the
 // grid's.
+//
+// An aggregate takes in the run's series and the aggregates before it, matched by
+// the names the test gave them (datafile.BaseName): not Throughput's sums and
+// averages, which are the flows again. In a run with several pairs it is computed
+// over every pair's series, and again over each pair's as "NAME (pair K)".
 func Aggregates(run *datafile.Run, grid map[string]GridSeries) []GridSeries {
 	n := GridOf(run.Metadata).N
+	type member struct {
+		base, pair string
+		agg        bool
+	}
+	eligible := map[string]member{}
+	var pairs []string // in the order the run's series first name them
+	for _, se := range run.Series {
+		eligible[se.Name] = member{base: datafile.BaseName(se.Name, se.Pair), pair: se.Pair}
+		if se.Pair != "" && !slices.Contains(pairs, se.Pair) {
+			pairs = append(pairs, se.Pair)
+		}
+	}
 	var out []GridSeries
 	for _, a := range run.Metadata.Aggregates {
 		if _, ok := grid[a.Name]; ok {
 			continue
 		}
-		var members []GridSeries
-		for _, name := range sortedNames(grid) {
-			if ok, _ := path.Match(a.Series, name); ok && name != a.Name && !slices.Contains(a.Exclude, name) {
-				members = append(members, grid[name])
-			}
-		}
-		g := GridSeries{Name: a.Name, Values: make([]float64, n)}
-		if len(members) > 0 && a.Op != "fairness" {
-			g.Units = members[0].Units
-		}
-		for k := range g.Values {
-			var xs []float64
-			for _, m := range members {
-				if k < len(m.Values) && !math.IsNaN(m.Values[k]) {
-					xs = append(xs, m.Values[k])
+		// "" is every pair's; an aggregate before this one counts in the version of
+		// the same pair only, or each pair's would count twice.
+		for _, pair := range append([]string{""}, pairs...) {
+			name := datafile.PairName(a.Name, pair)
+			var members []GridSeries
+			for _, gname := range sortedNames(grid) {
+				m, ok := eligible[gname]
+				if !ok || m.base == a.Name || (m.agg || pair != "") && m.pair != pair {
+					continue
+				}
+				if ok, _ := path.Match(a.Series, m.base); ok && !slices.Contains(a.Exclude, m.base) {
+					members = append(members, grid[gname])
 				}
 			}
-			g.Values[k] = combine(a.Op, xs)
+			g := GridSeries{Name: name, Values: make([]float64, n)}
+			if len(members) > 0 && a.Op != "fairness" {
+				g.Units = members[0].Units
+			}
+			for k := range g.Values {
+				var xs []float64
+				for _, m := range members {
+					if k < len(m.Values) && !math.IsNaN(m.Values[k]) {
+						xs = append(xs, m.Values[k])
+					}
+				}
+				g.Values[k] = combine(a.Op, xs)
+			}
+			grid[name] = g
+			eligible[name] = member{base: a.Name, pair: pair, agg: true}
+			out = append(out, g)
 		}
-		grid[a.Name] = g
-		out = append(out, g)
 	}
 	return out
 }

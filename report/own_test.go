@@ -162,6 +162,21 @@ func TestPairSums(t *testing.T) {
 		run.Samples[se.Name] = run.Samples[old]
 		delete(run.Samples, old)
 	}
+	// Each pair pings: pair 2's replies 10 ms above pair 1's.
+	ping := run.Series[0]
+	one := run.Samples[ping.Name]
+	delete(run.Samples, ping.Name)
+	run.Series[0].Name, run.Series[0].Pair = datafile.PairName(ping.Name, "1"), "1"
+	run.Samples[run.Series[0].Name] = one
+	two := datafile.Series{Name: datafile.PairName(ping.Name, "2"), Kind: datafile.KindPing, Units: "ms", Pair: "2"}
+	run.Series = append(run.Series, two)
+	for _, x := range one {
+		x.V += 10
+		run.Samples[two.Name] = append(run.Samples[two.Name], x)
+	}
+	// A test's aggregate over "TCP*": every pair's flows once, not their sums too,
+	// and each pair's own.
+	run.Metadata.Aggregates = []datafile.Aggregate{{Name: "TCP totals", Op: "sum", Series: "TCP*"}}
 	rows := rowsByName(Summarize(run))
 	// Flow f runs at 23+f after a first step at 5: pair 1 has flows 1 and 2.
 	for name, median := range map[string]float64{
@@ -170,10 +185,24 @@ func TestPairSums(t *testing.T) {
 		"TCP download sum (pair 2)": 26 + 27,
 		"TCP download avg (pair 2)": 26.5,
 		"TCP download::3 (pair 2)":  26,
+		"TCP totals":                24 + 25 + 26 + 27,
+		"TCP totals (pair 1)":       24 + 25,
+		"TCP totals (pair 2)":       26 + 27,
 	} {
 		if r, ok := rows[name]; !ok || math.Abs(r.Median-median) > 1e-9 || r.Points != 50 {
 			t.Errorf("%s = %+v, want median %v over 50 points", name, r, median)
 		}
+	}
+	// The pairs' replies together have the rows compare reads.
+	p1, p2, all := rows["Ping (ms) ICMP (pair 1) loaded"], rows["Ping (ms) ICMP (pair 2) loaded"], rows["Ping (ms) ICMP loaded"]
+	if all.Points != p1.Points+p2.Points || math.Abs(all.Avg-(p1.Avg+p2.Avg)/2) > 1e-9 || p2.Avg-p1.Avg < 9.99 {
+		t.Errorf("pooled loaded ping %+v from pair 1 %+v and pair 2 %+v", all, p1, p2)
+	}
+	if _, ok := rows["Ping (ms) ICMP idle"]; !ok {
+		t.Error("no pooled idle ping row")
+	}
+	if m, _ := LookupMetric("Ping (ms) ICMP loaded median"); math.IsNaN(m.Value(Summarize(run))) {
+		t.Error("compare's loaded ping metric is NaN in a run with pairs")
 	}
 	folded := rowsByName(SummarizeWith(run, Options{FoldFlows: true}))
 	for name, points := range map[string]int{"TCP download flows (pair 1)": 2, "TCP download flows (pair 2)": 2, "TCP download sum": 50} {

@@ -110,25 +110,49 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	// A cut excludes its ends, as flent's --data-cutoff does for raw values.
 	in := func(t float64) bool { return t > from && t < to }
 	grid := GridOf(m)
+	type pingRows struct {
+		units               string
+		whole, loaded, idle []float64
+	}
+	// In a run with several pairs, each pair's ping has its rows, and the pairs'
+	// replies together have the rows of the name the test gave the series: what
+	// compare and batch read.
+	pooled := map[string]*pingRows{}
+	var pooledOrder []string
 	for _, se := range run.Series {
 		if se.Kind != datafile.KindPing {
 			continue
 		}
-		var whole, loaded, idle []float64
+		var p pingRows
 		for _, x := range run.Samples[se.Name] {
 			if x.Lost || !in(x.T) {
 				continue
 			}
-			whole = append(whole, x.V)
+			p.whole = append(p.whole, x.V)
 			switch {
 			case x.T < loadStart:
-				idle = append(idle, x.V)
+				p.idle = append(p.idle, x.V)
 			case x.T <= loadEnd:
-				loaded = append(loaded, x.V)
+				p.loaded = append(p.loaded, x.V)
 			}
 		}
-		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, whole),
-			rowOf(se.Name+LoadedSuffix, se.Units, loaded), rowOf(se.Name+IdleSuffix, se.Units, idle))
+		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, p.whole),
+			rowOf(se.Name+LoadedSuffix, se.Units, p.loaded), rowOf(se.Name+IdleSuffix, se.Units, p.idle))
+		if se.Pair == "" {
+			continue
+		}
+		base := datafile.BaseName(se.Name, se.Pair)
+		all := pooled[base]
+		if all == nil {
+			all = &pingRows{units: se.Units}
+			pooled[base] = all
+			pooledOrder = append(pooledOrder, base)
+		}
+		all.whole, all.loaded, all.idle = append(all.whole, p.whole...), append(all.loaded, p.loaded...), append(all.idle, p.idle...)
+	}
+	for _, base := range pooledOrder {
+		p := pooled[base]
+		s.Rows = append(s.Rows, rowOf(base, p.units, p.whole), rowOf(base+LoadedSuffix, p.units, p.loaded), rowOf(base+IdleSuffix, p.units, p.idle))
 	}
 	flows := map[string]bool{}
 	for _, se := range run.Series {
@@ -274,11 +298,16 @@ type GridSeries struct {
 	Name   string
 	Units  string
 	Values []float64
+	// Stat is "sum" or "avg" for what Throughput computes over flows, "" for a
+	// series of the run's own.
+	Stat string
 }
 
 // Throughput puts every TCP flow of a run on the step grid, followed by, per
-// direction, the sum and the average over the flows that have a value at each point.
-// Computed this way the sum and average have true medians (flent's print N/A).
+// direction, the sum and the average over the flows that have a value at each point,
+// and in a run with several pairs each pair's sum and average ("TCP download sum
+// (pair 2)"). Computed this way the sum and average have true medians (flent's
+// print N/A).
 func Throughput(run *datafile.Run) []GridSeries {
 	grid := GridOf(run.Metadata)
 	type group struct {
@@ -293,7 +322,7 @@ func Throughput(run *datafile.Run) []GridSeries {
 			continue
 		}
 		aligned := AlignIntervals(grid, run.Samples[se.Name])
-		out = append(out, GridSeries{se.Name, se.Units, aligned})
+		out = append(out, GridSeries{Name: se.Name, Units: se.Units, Values: aligned})
 		// The sum over every pair, and in a run with several, each pair's own.
 		prefixes := []string{"TCP " + se.Direction}
 		if se.Pair != "" {
@@ -328,7 +357,8 @@ func Throughput(run *datafile.Run) []GridSeries {
 				sums[k], avgs[k] = sum, sum/float64(n)
 			}
 		}
-		out = append(out, GridSeries{name("sum"), g.units, sums}, GridSeries{name("avg"), g.units, avgs})
+		out = append(out, GridSeries{Name: name("sum"), Units: g.units, Values: sums, Stat: "sum"},
+			GridSeries{Name: name("avg"), Units: g.units, Values: avgs, Stat: "avg"})
 	}
 	return out
 }

@@ -61,7 +61,7 @@ var softnetKind = Kind{
 			return nil, Started{}, err
 		}
 		// Read once now: a host without the file fails the start, not the run.
-		if _, _, err := s.read(); err != nil {
+		if _, _, _, err := s.read(); err != nil {
 			return nil, Started{}, err
 		}
 		return JobFunc(s.run), Started{Message: "sampling the receive path's counters from /proc/net/softnet_stat"}, nil
@@ -97,18 +97,24 @@ func newSoftnetSampler(mount string, spec JobSpec, perCore bool, env Env) (*soft
 	return &softnetSampler{fs: fs, host: spec.Host, step: spec.Step, start: spec.Start, perCore: perCore, env: env}, nil
 }
 
-// read parses the file once, by CPU index; t is when it was read.
-func (s *softnetSampler) read() (map[uint32]procfs.SoftnetStat, float64, error) {
+// softnetIndexed is the width from which the file says each line's CPU (Linux
+// 5.10); before, procfs numbers the lines, and offline CPUs have none.
+const softnetIndexed = 13
+
+// read parses the file once, by CPU index; t is when it was read. numbered says the
+// indexes are line numbers, which shift when a CPU goes off or on line.
+func (s *softnetSampler) read() (byCPU map[uint32]procfs.SoftnetStat, t float64, numbered bool, err error) {
 	rows, err := s.fs.NetSoftnetStat()
-	t := unix(time.Now())
+	t = unix(time.Now())
 	if err != nil {
-		return nil, 0, fmt.Errorf("softnet sampler: %w", err)
+		return nil, 0, false, fmt.Errorf("softnet sampler: %w", err)
 	}
-	byCPU := make(map[uint32]procfs.SoftnetStat, len(rows))
+	byCPU = make(map[uint32]procfs.SoftnetStat, len(rows))
 	for _, r := range rows {
 		byCPU[r.Index] = r
+		numbered = numbered || r.Width < softnetIndexed
 	}
-	return byCPU, t, nil
+	return byCPU, t, numbered, nil
 }
 
 // run reads the file from the start time on, once a step, until ctx ends; the
@@ -136,11 +142,12 @@ func (s *softnetSampler) run(ctx context.Context) error {
 	var prev map[uint32]procfs.SoftnetStat
 	var prevT float64
 	for {
-		cur, t, err := s.read()
+		cur, t, numbered, err := s.read()
 		if err != nil {
 			return err
 		}
-		if prev != nil {
+		// Lines numbered by their place pair up only while the same CPUs are online.
+		if prev != nil && (!numbered || len(prev) == len(cur)) {
 			s.observe(prev, cur, t-prevT, t, emit)
 		}
 		prev, prevT = cur, t
@@ -154,8 +161,9 @@ func (s *softnetSampler) run(ctx context.Context) error {
 
 // observe emits each statistic's rate over the step from prev to cur (dt seconds
 // long, read at t): the host's, over the CPUs present in both reads (a CPU taken
-// offline drops out instead of reading as its counters lost), and with perCore each
-// CPU's. The kernel's counters are 32 bits and wrap; a difference taken in 32 bits
+// offline drops out instead of reading as its counters lost; run skips a step in
+// which the CPUs changed when the file does not say which line is which), and with
+// perCore each CPU's. The kernel's counters are 32 bits and wrap; a difference taken in 32 bits
 // is right across one wrap.
 func (s *softnetSampler) observe(prev, cur map[uint32]procfs.SoftnetStat, dt, t float64, emit func(datafile.Series, datafile.Sample)) {
 	if dt <= 0 {

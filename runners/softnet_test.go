@@ -76,13 +76,14 @@ func TestSoftnetRead(t *testing.T) {
 		name, file string
 		cpus       []uint32
 		dropped    map[uint32]uint32
+		numbered   bool
 	}{
 		{"4.19, 11 columns", "0000a000 00000002 00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n" +
 			"0000b000 00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000004\n",
-			[]uint32{0, 1}, map[uint32]uint32{0: 2, 1: 16}},
+			[]uint32{0, 1}, map[uint32]uint32{0: 2, 1: 16}, true},
 		{"6.x, 15 columns, cpu 1 offline", "03e8d773 00001034 0000000d 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n" +
 			"03d16f61 00000bc0 00000008 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000002 00000000 00000000\n",
-			[]uint32{0, 2}, map[uint32]uint32{0: 0x1034, 2: 0xbc0}},
+			[]uint32{0, 2}, map[uint32]uint32{0: 0x1034, 2: 0xbc0}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,9 +98,12 @@ func TestSoftnetRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			byCPU, _, err := s.read()
+			byCPU, _, numbered, err := s.read()
 			if err != nil {
 				t.Fatal(err)
+			}
+			if numbered != c.numbered {
+				t.Errorf("numbered %v, want %v", numbered, c.numbered)
 			}
 			if len(byCPU) != len(c.cpus) {
 				t.Fatalf("cpus %v, want %v", byCPU, c.cpus)
@@ -113,7 +117,7 @@ func TestSoftnetRead(t *testing.T) {
 	}
 	s, err := newSoftnetSampler(t.TempDir(), JobSpec{}, false, Env{})
 	if err == nil {
-		_, _, err = s.read()
+		_, _, _, err = s.read()
 	}
 	if err == nil {
 		t.Error("a proc without net/softnet_stat read")

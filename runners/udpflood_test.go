@@ -238,15 +238,16 @@ func TestUDPFloodLoopback(t *testing.T) {
 	if n := len(rec.samples["UDP upload sent"]); n < 9 || n > 11 {
 		t.Errorf("%d sender samples, want 10 (one per 0.1 s step)", n)
 	}
-	// Throughout, not only on average: the pacer keeps to its schedule on the
-	// monotonic clock, catching up a step the CPU made late, so what has been sent
-	// by each sample stays within a step's worth of the schedule.
+	// Throughout, not only on average: the pacer never runs ahead of its schedule
+	// on the monotonic clock by more than the datagram it is sending, however the
+	// CPU schedules it. (Behind is the CPU's doing: it catches up a debt of up to
+	// udpMaxDebt and forgives more; the mean above bounds it.)
 	var bits, elapsed float64
 	for _, s := range rec.samples["UDP upload sent"] {
 		bits += s.V * 1e6 * s.Dur
 		elapsed += s.Dur
-		if ahead := bits - 50e6*elapsed; math.Abs(ahead) > 50e6*0.1 {
-			t.Errorf("sender sample %+v: %.0f bits off the schedule by then, more than a 0.1 s step's worth", s, ahead)
+		if ahead := bits - 50e6*elapsed; ahead > 8*1500 {
+			t.Errorf("sender sample %+v: %.0f bits ahead of the schedule by then", s, ahead)
 		}
 	}
 	var txPkts float64

@@ -102,7 +102,7 @@ type Node struct {
 }
 
 // The lab uses RFC 2544's benchmarking range, 198.18.0.0/15: the test link of lab n
-// is 198.18.n.0/24, its management links 198.19.n.(8k).0/30 (client) and
+// is 198.18.n.0/24, its management links 198.19.n.(8k)/30 (client) and
 // 198.19.n.(8k+4)/30 (server) for pair k from 0. The access links of pair k > 0
 // are 198.18.(64+n).(4k)/30 behind the client and 198.19.(64+n).(4k)/30 behind
 // the server (the VM lab takes 198.18.128 and up).
@@ -292,7 +292,7 @@ func (l *Lab) links(ctx context.Context) error {
 		}
 		steps = append(steps, l.shaping(h.n.NetNS)...)
 	}
-	steps = append(steps, pairSteps(l.Hosts)...)
+	steps = append(steps, pairSteps(l.Hosts, l.Options.GSO == "off")...)
 	for _, st := range steps {
 		if err := run(ctx, st...); err != nil {
 			return err
@@ -323,7 +323,9 @@ func mgmtSteps(n Node) [][]string {
 // pairSteps build the nodes of pairs 2 and up: each on an access link from the
 // first pair's node of its role, which forwards, with a default route through
 // it; and each side's route to the other side's access links over the test link.
-func pairSteps(nodes []Node) [][]string {
+// With gsoOff the access links' ends have GSO, TSO and GRO off as test0 has: a
+// super-packet built there would reach the bottleneck whole.
+func pairSteps(nodes []Node, gsoOff bool) [][]string {
 	var steps [][]string
 	c, s := nodes[0], nodes[1]
 	for i, n := range nodes[2:] {
@@ -340,6 +342,11 @@ func pairSteps(nodes []Node) [][]string {
 			[]string{"ip", "-n", n.NetNS, "link", "set", TestDev, "up"},
 			[]string{"ip", "-n", n.NetNS, "route", "add", "default", "via", n.Gateway},
 		)
+		if gsoOff {
+			steps = append(steps,
+				[]string{"ip", "netns", "exec", n.NetNS, "ethtool", "-K", TestDev, "gso", "off", "tso", "off", "gro", "off"},
+				[]string{"ip", "netns", "exec", n.Via, "ethtool", "-K", n.AccessDev, "gso", "off", "tso", "off", "gro", "off"})
+		}
 		steps = append(steps, mgmtSteps(n)...)
 	}
 	if len(nodes) > 2 {

@@ -88,7 +88,7 @@ func TestPairsPlan(t *testing.T) {
 		t.Errorf("server2 %+v", s2)
 	}
 	var cmds []string
-	for _, st := range pairSteps(nodes) {
+	for _, st := range pairSteps(nodes, true) {
 		cmds = append(cmds, strings.Join(st, " "))
 	}
 	all := strings.Join(cmds, "\n")
@@ -99,6 +99,8 @@ func TestPairsPlan(t *testing.T) {
 		"ip -n bb3-client3 route add default via 198.18.67.10",
 		"ip -n bb3-client route add 198.19.67.0/24 via 198.18.3.2 dev test0",
 		"ip -n bb3-server route add 198.18.67.0/24 via 198.18.3.1 dev test0",
+		"ip netns exec bb3-client3 ethtool -K test0 gso off tso off gro off",
+		"ip netns exec bb3-client ethtool -K acc3 gso off tso off gro off",
 	} {
 		if !strings.Contains(all, w) {
 			t.Errorf("no %q among\n%s", w, all)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -23,11 +22,7 @@ func testsCommand() *cli.Command {
 			if c.NArg() > 0 {
 				all = nil
 				for _, f := range c.Args().Slice() {
-					// A built-in's name shows it; a file of that name in the working
-					// folder comes first, as run takes it.
-					if _, err := os.Stat(f); err == nil && !tests.IsFile(f) {
-						f = "./" + f
-					}
+					// As run takes it: a built-in's name, or a test file's path.
 					d, err := tests.Get(f)
 					if err != nil {
 						return err

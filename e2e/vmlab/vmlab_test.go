@@ -33,6 +33,7 @@ import (
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/testbed"
 )
 
@@ -123,10 +124,18 @@ func TestVMLab(t *testing.T) {
 	// with BQL's limit_max, and mq+fq_codel with GSO off too, where each skb is one
 	// packet, for the BQL check. The test adds one of its own.
 	builtins := []string{"pfifo_fast", "fq_codel", "mq+fq_codel", "mq+fq_pie", "mq+dualpi2", "cake", "cake-no-split-gso"}
-	for _, b := range append(builtins, "mq+fq_codel") {
-		if s := inv.Setups[b+"+bql"]; s == nil || s.BQL == nil || *s.BQL.LimitMax != bqlLimit {
-			t.Fatalf("testbed up --vm wrote no setup %s+bql with limit_max %d: %+v", b, bqlLimit, inv.Setups)
+	for _, b := range builtins {
+		name := b + "+bql"
+		if s := inv.Setups[name]; s == nil || s.BQL == nil || s.BQL.LimitMax == nil || *s.BQL.LimitMax != bqlLimit {
+			t.Fatalf("testbed up --vm wrote no setup %s with limit_max %d: %+v", name, bqlLimit, inv.Setups[name])
 		}
+	}
+	s, err := qdisc.Resolve("mq+fq_codel+bql-gso", inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gso, set := s.Offloads["gso"]; !set || gso || s.BQL == nil || s.BQL.LimitMax == nil || *s.BQL.LimitMax != bqlLimit {
+		t.Fatalf("mq+fq_codel+bql-gso: offloads %v, BQL %+v: want GSO off and limit_max %d", s.Offloads, s.BQL, bqlLimit)
 	}
 	limit := bqlLimit
 	addSetup(t, invPath, "mq+pfifo", &inventory.SetupSpec{Title: "MQ + PFIFO 10",
