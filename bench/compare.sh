@@ -7,6 +7,8 @@
 #   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
 #     samples) against the default step;
 #   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, at the same time;
+#   - probe loss: an idle ping at a 10 ms interval over the scale run's length, and
+#     fping -p 10 alongside;
 #   - loaded ICMP RTT: the same through a shaped lab (htb 100mbit, bfifo 300000, GSO
 #     off) while tcp_4down runs, over the streams' time;
 #   - overhead: a ping-only run's wall time against its length + 2 x delay, and against
@@ -104,6 +106,14 @@ if command -v flent >/dev/null; then
   fi
 fi
 
+# Probe loss at a 10 ms interval, idle, over the scale run's length: none may be
+# lost. fping probes at the same interval alongside, as the reference.
+m=$((scale_secs * 100))
+ip netns exec "$cns" fping -D -p 10 -c "$m" "$server_ip" > "$work/fping-10ms.txt" 2>&1 &
+run "$work/loss.log" -H "$inv" -l "$scale_secs" -d 0 -s 0.01 --te download_streams=0 tcp_ndown >/dev/null
+wait || true
+loss_file=$(datafile "$work/loss.log")
+
 # Loaded ping, through a shaped lab: fping alongside from before the run to after it.
 "$bb" testbed up --out "$shaped" --rate 100mbit --queue bfifo:300000 --gso off >/dev/null
 slab=$(sed -n 's/^testbed: //p' "$shaped")
@@ -115,12 +125,13 @@ wait || true
 loaded_file=$(datafile "$work/loaded.log")
 "$bb" testbed down -H "$shaped" >/dev/null
 
-# Scale: 1024 streams, with every agent of this lab watched for its peak RSS.
+# Scale: 1024 streams, with every agent of this lab watched for its peak RSS. The
+# watcher stops when a file appears, not on a signal: bash may run a trap late, or
+# (seen once) not at all when the signal comes as it forks.
 hwm="$work/hwm.txt"
 (
   declare -A peak
-  trap 'for p in "${!peak[@]}"; do echo "$p ${peak[$p]}"; done > "$hwm"; exit 0' TERM
-  while true; do
+  while [ ! -e "$work/stop-watch" ]; do
     for d in /proc/[0-9]*; do
       c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
       case "$c" in *"/labs/$lab/"*" agent"*) ;; *) continue ;; esac
@@ -130,11 +141,13 @@ hwm="$work/hwm.txt"
     done
     sleep 0.5
   done 2>/dev/null
+  for p in "${!peak[@]}"; do echo "$p ${peak[$p]}"; done > "$hwm"
 ) &
 watcher=$!
 /usr/bin/time -f "%M" -o "$work/controller-rss.txt" \
   "$bb" run -H "$inv" -l "$scale_secs" -d 1 -o "$work/res" --te download_streams=1024 tcp_ndown >/dev/null 2>"$work/scale.log"
-kill "$watcher"; wait "$watcher" || true
+touch "$work/stop-watch"
+wait "$watcher" || true
 scale_file=$(datafile "$work/scale.log")
 "$bb" summary "$scale_file" > "$work/scale-summary.txt"
 for i in 1 2 3; do
@@ -143,12 +156,13 @@ for i in 1 2 3; do
 done > "$work/summary-times.txt"
 
 python3 - "$work" "$secs" "$rounds" "$scale_secs" "$idle_file" "$loaded_file" "$scale_file" \
-  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" <<'PY'
+  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" "$loss_file" <<'PY'
 import csv, gzip, json, os, re, statistics, sys
 work, secs, rounds, scale_secs = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 idle_file, loaded_file, scale_file = sys.argv[5:8]
 ours_wall, ours_nominal, ours_wall0 = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10])
 flent_wall = float(sys.argv[11]) if sys.argv[11] else None
+loss_file = sys.argv[12]
 
 rows = list(csv.DictReader(open(os.path.join(work, "tput.csv"))))
 def med(tool, key):
@@ -186,6 +200,20 @@ b = head["t0"] + head["delay"] + head["length"]
 ours_loaded = [v for t, v in ping if a <= t <= b]
 fping_loaded = [v for t, v in fping_of(os.path.join(work, "fping-loaded.txt")) if a <= t <= b]
 
+def probes_of(path):
+    """probes sent and lost by a data file's ping series"""
+    sent = lost = 0
+    for line in gzip.open(path, "rt"):
+        r = json.loads(line)
+        if r["type"] == "samples" and r["name"].startswith("Ping (ms) ICMP"):
+            sent += len(r["samples"])
+            lost += sum(1 for s in r["samples"] if s.get("lost"))
+    return sent, lost
+
+ours_sent, ours_lost = probes_of(loss_file)
+m = re.search(r"xmt/rcv/%loss = (\d+)/(\d+)/", open(os.path.join(work, "fping-10ms.txt")).read())
+fping_sent, fping_lost = (int(m.group(1)), int(m.group(1)) - int(m.group(2))) if m else (0, 0)
+
 rss_controller = int(open(os.path.join(work, "controller-rss.txt")).read().split()[-1]) / 1024
 agents = [int(l.split()[1]) / 1024 for l in open(os.path.join(work, "hwm.txt")) if l.strip()]
 size = os.path.getsize(scale_file) / 1e6
@@ -209,6 +237,7 @@ if ours_loaded and fping_loaded:
     print(f"| loaded ICMP RTT median, ms (htb 100mbit, bfifo 300000; fping alongside) | {ol:.2f} | {fl:.2f} | {ol/fl:.2f} |")
     om, fx = max(ours_loaded), max(fping_loaded)
     print(f"| loaded ICMP RTT max, ms (bound: 24 ms of queue + idle RTT) | {om:.2f} | {fx:.2f} | {om/fx:.2f} |")
+print(f"| idle ICMP at a 10 ms interval over {scale_secs} s: probes lost of sent (fping -p 10 alongside) | {ours_lost} of {ours_sent} | {fping_lost} of {fping_sent} | |")
 print(f"| wall time of a {secs:g} s run with 1 s delay, s (vs length + 2 x delay) | {ours_wall:.2f} | {ours_nominal:.0f} | {ours_wall/ours_nominal:.2f} |")
 print(f"| its overhead beyond length + 2 x delay, s (limit 1) | {ours_wall-ours_nominal:.2f} | 1 | {ours_wall-ours_nominal:.2f} |")
 if flent_wall:
