@@ -3,7 +3,6 @@ package runners
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,27 +33,14 @@ func CPUSeries(host, cpu, stat string) string {
 	return fmt.Sprintf("cpu %s %s %s", host, cpu, stat)
 }
 
-// cpuParams are the kind's parameters. Per-core series multiply the data file by
-// the number of cores, so the whole host is the default.
-type cpuParams struct {
-	PerCore boolFlag `json:"per_core,omitempty"`
-}
-
 var cpuKind = Kind{
 	Background: true,
 	Sampler:    true,
 	// The series are not known here: how many cores a host has, and which fields
 	// its kernel accounts, only the host can tell. They are declared as they come.
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p cpuParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
-		b, err := json.Marshal(p)
-		return b, nil, err
-	},
+	Plan: planPerCore,
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		var p cpuParams
+		var p perCoreParams
 		if err := decodeRaw(spec.Params, &p); err != nil {
 			return nil, Started{}, err
 		}
@@ -217,16 +203,7 @@ func (s *cpuSampler) read() (cpus []cpuJiffies, t float64, err error) {
 // run reads the file from the start time on, once a step, until ctx ends. The
 // first read is only the baseline: a share needs two.
 func (s *cpuSampler) run(ctx context.Context) error {
-	seen := map[string]bool{}
-	emit := func(sr datafile.Series, smp datafile.Sample) {
-		if !seen[sr.Name] {
-			seen[sr.Name] = true
-			if s.env.Declare != nil {
-				s.env.Declare(sr)
-			}
-		}
-		s.env.Emit(sr.Name, smp)
-	}
+	emit := declaring(s.env)
 	step := s.step
 	if step <= 0 {
 		step = 0.2 // as the qdisc sampler does

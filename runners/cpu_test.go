@@ -324,7 +324,7 @@ func TestCPUPlan(t *testing.T) {
 				t.Fatalf("got %s, %v, %v; want %s", raw, series, err, tc.want)
 			}
 			// The agent takes what the controller planned.
-			var p cpuParams
+			var p perCoreParams
 			if err := decodeRaw(raw, &p); err != nil {
 				t.Fatalf("agent: %v", err)
 			}

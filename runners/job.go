@@ -163,6 +163,40 @@ func (pl *Planner) Claim(name string) error {
 // Count is how many flows of key have been numbered.
 func (pl *Planner) Count(key string) int { return pl.next[key] }
 
+// declaring is how a sampler reports series it learns of as it runs (how many
+// cores, which statistics a qdisc keeps): the first sample of each series goes out
+// after its declaration.
+func declaring(env Env) func(datafile.Series, datafile.Sample) {
+	seen := map[string]bool{}
+	return func(se datafile.Series, x datafile.Sample) {
+		if !seen[se.Name] {
+			seen[se.Name] = true
+			if env.Declare != nil {
+				env.Declare(se)
+			}
+		}
+		env.Emit(se.Name, x)
+	}
+}
+
+// perCoreParams are the parameters of the samplers that read per-CPU counters:
+// per-core series multiply the data file by the number of cores, so the whole host
+// is the default.
+type perCoreParams struct {
+	PerCore boolFlag `json:"per_core,omitempty"`
+}
+
+// planPerCore is the Plan of those samplers: how many cores a host has only the
+// host can tell, so their series are declared as they come.
+func planPerCore(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+	var p perCoreParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, nil, err
+	}
+	b, err := json.Marshal(p)
+	return b, nil, err
+}
+
 // decodeParams turns a job's parameters (from YAML, through JSON) into the kind's
 // own type, refusing keys it does not know: a typo must not run a different test.
 func decodeParams(params any, into any) error {

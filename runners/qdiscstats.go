@@ -72,16 +72,7 @@ var qdiscKind = Kind{
 // deltas. Which statistics a qdisc has depends on its kind and the kernel, so each
 // series is declared when first seen.
 func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
-	seen := map[string]bool{}
-	emit := func(s datafile.Series, smp datafile.Sample) {
-		if !seen[s.Name] {
-			seen[s.Name] = true
-			if env.Declare != nil {
-				env.Declare(s)
-			}
-		}
-		env.Emit(s.Name, smp)
-	}
+	emit := declaring(env)
 	if spec.Step <= 0 {
 		spec.Step = 0.2
 	}

@@ -2,7 +2,6 @@ package runners
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -32,27 +31,12 @@ func SoftnetSeries(host, cpu, stat string) string {
 	return fmt.Sprintf("softnet %s %s %s", host, cpu, stat)
 }
 
-// softnetParams are the kind's parameters: per-core series multiply the data file
-// by the number of cores, so the whole host is the default.
-type softnetParams struct {
-	PerCore boolFlag `json:"per_core,omitempty"`
-}
-
 var softnetKind = Kind{
 	Background: true,
 	Sampler:    true,
-	// How many cores a host has only the host can tell: series are declared as
-	// they come.
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p softnetParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
-		b, err := json.Marshal(p)
-		return b, nil, err
-	},
+	Plan:       planPerCore,
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		var p softnetParams
+		var p perCoreParams
 		if err := decodeRaw(spec.Params, &p); err != nil {
 			return nil, Started{}, err
 		}
@@ -120,16 +104,7 @@ func (s *softnetSampler) read() (byCPU map[uint32]procfs.SoftnetStat, t float64,
 // run reads the file from the start time on, once a step, until ctx ends; the
 // first read is only the baseline.
 func (s *softnetSampler) run(ctx context.Context) error {
-	seen := map[string]bool{}
-	emit := func(sr datafile.Series, smp datafile.Sample) {
-		if !seen[sr.Name] {
-			seen[sr.Name] = true
-			if s.env.Declare != nil {
-				s.env.Declare(sr)
-			}
-		}
-		s.env.Emit(sr.Name, smp)
-	}
+	emit := declaring(s.env)
 	step := s.step
 	if step <= 0 {
 		step = 0.2 // as the other samplers do
