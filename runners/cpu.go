@@ -204,28 +204,15 @@ func (s *cpuSampler) read() (cpus []cpuJiffies, t float64, err error) {
 // first read is only the baseline: a share needs two.
 func (s *cpuSampler) run(ctx context.Context) error {
 	emit := declaring(s.env)
-	step := s.step
-	if step <= 0 {
-		step = 0.2 // as the qdisc sampler does
-	}
-	if sleepUntil(ctx, startTime(s.start)) != nil {
-		return nil
-	}
-	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
-	defer tick.Stop()
 	var prev map[string]cpuJiffies
-	for {
+	return everyStep(ctx, s.start, s.step, func() error {
 		cpus, t, err := s.read()
 		if err != nil {
 			return fmt.Errorf("cpu sampler: %w", err)
 		}
 		prev = s.observe(prev, cpus, t, emit)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+		return nil
+	})
 }
 
 // observe emits the shares of the step from prev to cpus, read at t, and returns

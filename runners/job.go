@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
 )
@@ -176,6 +177,30 @@ func declaring(env Env) func(datafile.Series, datafile.Sample) {
 			}
 		}
 		env.Emit(se.Name, x)
+	}
+}
+
+// everyStep calls read at start (Unix seconds on this host's clock; 0 = now) and
+// then once a step (0 = the samplers' 0.2 s) until ctx ends or read fails: the
+// samplers' loop.
+func everyStep(ctx context.Context, start, step float64, read func() error) error {
+	if step <= 0 {
+		step = 0.2
+	}
+	if sleepUntil(ctx, startTime(start)) != nil {
+		return nil
+	}
+	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
+	defer tick.Stop()
+	for {
+		if err := read(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
 	}
 }
 

@@ -105,18 +105,9 @@ func (s *softnetSampler) read() (byCPU map[uint32]procfs.SoftnetStat, t float64,
 // first read is only the baseline.
 func (s *softnetSampler) run(ctx context.Context) error {
 	emit := declaring(s.env)
-	step := s.step
-	if step <= 0 {
-		step = 0.2 // as the other samplers do
-	}
-	if sleepUntil(ctx, startTime(s.start)) != nil {
-		return nil
-	}
-	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
-	defer tick.Stop()
 	var prev map[uint32]procfs.SoftnetStat
 	var prevT float64
-	for {
+	return everyStep(ctx, s.start, s.step, func() error {
 		cur, t, numbered, err := s.read()
 		if err != nil {
 			return err
@@ -126,12 +117,8 @@ func (s *softnetSampler) run(ctx context.Context) error {
 			s.observe(prev, cur, t-prevT, t, emit)
 		}
 		prev, prevT = cur, t
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+		return nil
+	})
 }
 
 // observe emits each statistic's rate over the step from prev to cur (dt seconds
