@@ -13,7 +13,6 @@ import (
 	"io"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -389,7 +388,7 @@ func loadedPing(d *datafile.Run) []float64 {
 func sumPerStep(d *datafile.Run) []float64 {
 	var out []float64
 	for _, g := range report.Throughput(d) {
-		if g.Stat == "sum" && strings.HasSuffix(g.Name, " sum") {
+		if g.Stat == "sum" && g.Pair == "" {
 			out = append(out, finiteOnly(g.Values)...)
 		}
 	}

@@ -299,8 +299,8 @@ type GridSeries struct {
 	Units  string
 	Values []float64
 	// Stat is "sum" or "avg" for what Throughput computes over flows, "" for a
-	// series of the run's own.
-	Stat string
+	// series of the run's own; Pair is the pair it is of ("" for all of them).
+	Stat, Pair string
 }
 
 // Throughput puts every TCP flow of a run on the step grid, followed by, per
@@ -310,39 +310,38 @@ type GridSeries struct {
 // print N/A).
 func Throughput(run *datafile.Run) []GridSeries {
 	grid := GridOf(run.Metadata)
+	type key struct{ dir, pair string }
 	type group struct {
-		prefix, units string
-		flows         [][]float64
+		key
+		units string
+		flows [][]float64
 	}
 	var out []GridSeries
 	var groups []*group
-	byPrefix := map[string]*group{}
+	byKey := map[key]*group{}
 	for _, se := range run.Series {
 		if se.Kind != datafile.KindTCP {
 			continue
 		}
 		aligned := AlignIntervals(grid, run.Samples[se.Name])
-		out = append(out, GridSeries{Name: se.Name, Units: se.Units, Values: aligned})
+		out = append(out, GridSeries{Name: se.Name, Units: se.Units, Values: aligned, Pair: se.Pair})
 		// The sum over every pair, and in a run with several, each pair's own.
-		prefixes := []string{"TCP " + se.Direction}
+		keys := []key{{se.Direction, ""}}
 		if se.Pair != "" {
-			prefixes = append(prefixes, "TCP "+se.Direction+"\x00"+se.Pair)
+			keys = append(keys, key{se.Direction, se.Pair})
 		}
-		for _, prefix := range prefixes {
-			g := byPrefix[prefix]
+		for _, k := range keys {
+			g := byKey[k]
 			if g == nil {
-				g = &group{prefix: prefix, units: se.Units}
-				byPrefix[prefix] = g
+				g = &group{key: k, units: se.Units}
+				byKey[k] = g
 				groups = append(groups, g)
 			}
 			g.flows = append(g.flows, aligned)
 		}
 	}
 	for _, g := range groups {
-		name := func(stat string) string {
-			prefix, pair, _ := strings.Cut(g.prefix, "\x00")
-			return datafile.PairName(prefix+" "+stat, pair)
-		}
+		name := func(stat string) string { return datafile.PairName("TCP "+g.dir+" "+stat, g.pair) }
 		sums, avgs := make([]float64, grid.N), make([]float64, grid.N)
 		for k := 0; k < grid.N; k++ {
 			sum, n := 0.0, 0
@@ -357,8 +356,8 @@ func Throughput(run *datafile.Run) []GridSeries {
 				sums[k], avgs[k] = sum, sum/float64(n)
 			}
 		}
-		out = append(out, GridSeries{Name: name("sum"), Units: g.units, Values: sums, Stat: "sum"},
-			GridSeries{Name: name("avg"), Units: g.units, Values: avgs, Stat: "avg"})
+		out = append(out, GridSeries{Name: name("sum"), Units: g.units, Values: sums, Stat: "sum", Pair: g.pair},
+			GridSeries{Name: name("avg"), Units: g.units, Values: avgs, Stat: "avg", Pair: g.pair})
 	}
 	return out
 }
