@@ -19,6 +19,11 @@ const batchSetups = `setups:
 `
 
 // writeBatch writes a batch file of 2 tests x 2 setups x reps on inv, into dir.
+//
+// The ping threshold sits between the lab's own noise and the deliberate
+// regression: 2-second runs of 4 streams leave a 100k bfifo (16 ms at 50mbit)
+// anywhere from two thirds to wholly full, and CI saw the median of 3 identical
+// runs move +31%; the worse batch's 300k bfifo triples the queue (+150% or more).
 func writeBatch(t *testing.T, dir, name, inv string, reps int) string {
 	t.Helper()
 	p := filepath.Join(dir, name+".yaml")
@@ -37,7 +42,7 @@ setups: [small, big]
 before:
   - {host: server, run: "echo before $(cat /proc/sys/net/ipv4/tcp_congestion_control)"}
 thresholds:
-  - {metric: Ping (ms) ICMP loaded median, worse: "+25%%"}
+  - {metric: Ping (ms) ICMP loaded median, worse: "+75%%"}
   - {metric: TCP download sum, worse: "-5%%"}
   - {metric: TCP upload sum, worse: "-5%%"}
 `, name, inv, filepath.Join(dir, "results"), reps)
