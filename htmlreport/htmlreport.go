@@ -366,16 +366,15 @@ func bySetup(runs []Run) []setupGroup {
 	return out
 }
 
-// loadedPing is every ping reply received while the streams ran.
+// loadedPing is every ping reply to a probe sent while the streams ran.
 func loadedPing(d *datafile.Run) []float64 {
-	m := d.Metadata
 	var out []float64
 	for _, se := range d.Series {
 		if se.Kind != datafile.KindPing {
 			continue
 		}
 		for _, s := range d.Samples[se.Name] {
-			if !s.Lost && s.T >= m.T0+m.Delay && s.T <= m.T0+m.Delay+m.Length {
+			if !s.Lost && report.PingPhaseOf(d.Metadata, s) == report.Loaded {
 				out = append(out, s.V)
 			}
 		}

@@ -24,7 +24,8 @@ func run(setup string, pingMs float64) *datafile.Run {
 	ping := datafile.Series{Name: "Ping (ms) ICMP", Kind: datafile.KindPing, Units: "ms"}
 	d.Series = append(d.Series, ping)
 	for k := 0; k <= 12; k++ {
-		d.Samples[ping.Name] = append(d.Samples[ping.Name], datafile.Sample{T: t0 + float64(k)*0.5 + 0.01, V: pingMs + float64(k%3)})
+		v := pingMs + float64(k%3)
+		d.Samples[ping.Name] = append(d.Samples[ping.Name], datafile.Sample{T: t0 + float64(k)*0.5 + 0.01 + v/1e3, V: v})
 	}
 	for f := 1; f <= 2; f++ {
 		se := datafile.Series{Name: fmt.Sprintf("TCP download::%d", f), Kind: datafile.KindTCP, Units: "Mbits/s", Direction: "download", Flow: f}

@@ -24,12 +24,12 @@ func setupRun(setup string, pingMs float64, rates []float64, dropRate float64, r
 	ping := datafile.Series{Name: "Ping (ms) ICMP", Kind: datafile.KindPing, Units: "ms", Host: "client"}
 	run.Series = append(run.Series, ping)
 	for k := 0; k <= 70; k++ {
-		tt := t0 + float64(k)*0.2 + 0.001
+		sent := t0 + float64(k)*0.2 + 0.001
 		v := 0.1 + jitter
 		if k >= 10 && k <= 60 { // the steps from delay to delay+length
 			v = pingMs*(1+jitter) + float64(k%10)*0.1
 		}
-		run.Samples[ping.Name] = append(run.Samples[ping.Name], datafile.Sample{T: tt, V: v, Seq: k})
+		run.Samples[ping.Name] = append(run.Samples[ping.Name], datafile.Sample{T: sent + v/1e3, V: v, Seq: k})
 	}
 	for f, rate := range rates {
 		se := datafile.Series{Name: fmt.Sprintf("TCP download::%d", f+1), Kind: datafile.KindTCP, Units: "Mbits/s", Host: "client", Direction: "download", Flow: f + 1}

@@ -172,6 +172,7 @@ func TestPairSums(t *testing.T) {
 	run.Series = append(run.Series, two)
 	for _, x := range one {
 		x.V += 10
+		x.T += 0.010 // the reply 10 ms later, to the same probe
 		run.Samples[two.Name] = append(run.Samples[two.Name], x)
 	}
 	// A test's aggregate over "TCP*": every pair's flows once, not their sums too,

@@ -85,17 +85,17 @@ func syntheticRun(flows int, incomplete bool) *datafile.Run {
 	ping := datafile.Series{Name: "Ping (ms) ICMP", Kind: datafile.KindPing, Units: "ms", Host: "client"}
 	run.Series = append(run.Series, ping)
 	for k := 0; k <= 70; k++ {
-		tt := t0 + float64(k)*0.2 + 0.001
+		sent := t0 + float64(k)*0.2 + 0.001
 		v := 0.1
 		switch {
-		case tt > t0+12:
+		case sent > t0+12:
 			v = 0.5
-		case tt >= t0+2:
+		case sent >= t0+2:
 			v = 20 + float64(k%25)*0.2
 		}
-		smp := datafile.Sample{T: tt, V: v, Seq: k}
+		smp := datafile.Sample{T: sent + v/1e3, V: v, Seq: k}
 		if k == 30 {
-			smp.Lost = true
+			smp = datafile.Sample{T: sent, Seq: k, Lost: true}
 		}
 		run.Samples[ping.Name] = append(run.Samples[ping.Name], smp)
 	}

@@ -84,12 +84,50 @@ func CutWindow(m datafile.Metadata, cut *[2]float64) (from, to float64) {
 	return from, to
 }
 
+// Phase is the part of a run a ping probe belongs to.
+type Phase int
+
+// The parts of a run: the lead-in before the load, the load, the lead-out.
+const (
+	Idle Phase = iota
+	Loaded
+	After
+)
+
+// PingPhaseOf says which part of the run a ping sample's probe belongs to, by the
+// time the probe was sent (a reply's time less its round trip; a lost probe's time
+// is its send time): a probe sent in [t0+delay, t0+delay+length) is the load's.
+// One sent within a millisecond (or a quarter step, if less) before either bound
+// counts as sent at it. A probe schedule starts at t0, so with the delay a whole
+// number of steps one probe goes exactly where the load starts and one where it
+// ends; the clocks' offset, which is known to a tenth of a millisecond, and the
+// probe's own wake-up put its stamp a little either side, and that must not move
+// it between rows (with -d 2 -s 0.2 the idle row has its 10 points, every time).
+func PingPhaseOf(m datafile.Metadata, x datafile.Sample) Phase {
+	sent := x.T
+	if !x.Lost {
+		sent -= x.V / 1e3
+	}
+	slack := 1e-3
+	if m.Step > 0 {
+		slack = math.Min(slack, m.Step/4)
+	}
+	switch {
+	case sent < m.T0+m.Delay-slack:
+		return Idle
+	case sent < m.T0+m.Delay+m.Length-slack:
+		return Loaded
+	}
+	return After
+}
+
 // Summarize computes a run's summary.
 //
 // Ping is summarised from the raw replies, as flent summarises it: the row of the
 // series' own name over the whole run (flent's "Ping (ms) ICMP"), the loaded row over
-// the window in which the streams run (delay .. delay+length), the idle row over the
-// lead-in before it; the lead-out, while queues drain, is only in the whole-run row.
+// the probes sent while the streams run (delay .. delay+length, PingPhaseOf), the
+// idle row over those of the lead-in before it; the lead-out, while queues drain, is
+// only in the whole-run row.
 // Throughput is put on the step grid first, so the computed series (sum and avg over
 // flows) have true medians.
 func Summarize(run *datafile.Run) Summary { return SummarizeWith(run, Options{}) }
@@ -129,10 +167,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				continue
 			}
 			p.whole = append(p.whole, x.V)
-			switch {
-			case x.T < loadStart:
+			switch PingPhaseOf(m, x) {
+			case Idle:
 				p.idle = append(p.idle, x.V)
-			case x.T <= loadEnd:
+			case Loaded:
 				p.loaded = append(p.loaded, x.V)
 			}
 		}
@@ -169,17 +207,12 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				vs[k] = math.NaN()
 			}
 		}
+		r := rowOf(g.Name, g.Units, defined(vs))
 		if raw, ok := run.Raw[g.Name]; ok {
 			// A flow a file of another tool has raw values of: its row is those,
 			// cut by time as flent cuts them; the grid stays for the sum and average.
-			vs = nil
-			for _, x := range raw {
-				if !x.Lost && in(x.T) {
-					vs = append(vs, x.V)
-				}
-			}
+			r = rawRow(raw, in, r)
 		}
-		r := rowOf(g.Name, g.Units, defined(vs))
 		r.Flow = flows[g.Name]
 		s.Rows = append(s.Rows, r)
 	}
@@ -192,11 +225,18 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		}
 		var xs []float64
 		for _, x := range run.Samples[se.Name] {
-			if !x.Lost && in(x.T) {
+			keep := in(x.T)
+			if run.GridCut[se.Name] {
+				keep = inGrid(m, o.Cut, grid, x.Seq)
+			}
+			if !x.Lost && keep {
 				xs = append(xs, x.V)
 			}
 		}
 		r := rowOf(se.Name, se.Units, xs)
+		if raw, ok := run.Raw[se.Name]; ok {
+			r = rawRow(raw, in, r)
+		}
 		r.Own = true
 		s.Rows = append(s.Rows, r)
 	}
@@ -229,6 +269,32 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	sortRows(s.Rows)
 	s.Warnings = GridWarnings(run, from, to)
 	return s
+}
+
+// rawRow is the row of a series a file of another tool has raw values of besides
+// its grid (flent's): each statistic of the raw values kept by the cut (by time, as
+// flent cuts them), and, as flent 2.1.1 falls back (combiners.TryReducer takes any
+// false value, 0 included, as none), the grid row's where that is none or 0. The
+// count goes with the average, as flent's does.
+func rawRow(raw []datafile.Sample, in func(float64) bool, grid Row) Row {
+	var xs []float64
+	for _, x := range raw {
+		if !x.Lost && in(x.T) {
+			xs = append(xs, x.V)
+		}
+	}
+	r := rowOf(grid.Name, grid.Units, xs)
+	none := func(v float64) bool { return math.IsNaN(v) || v == 0 }
+	if none(r.Avg) {
+		r.Avg, r.Points = grid.Avg, grid.Points
+	}
+	if none(r.Median) {
+		r.Median = grid.Median
+	}
+	if none(r.P99) {
+		r.P99 = grid.P99
+	}
+	return r
 }
 
 // foldFlows replaces the rows of the run's per-flow series (TCP throughput, its
