@@ -370,12 +370,12 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	units := func(name string) string {
 		if sm, ok := md["SERIES_META"].(map[string]any); ok {
 			if m, ok := sm[name].(map[string]any); ok {
-				if u, ok := m["UNITS"].(string); ok {
+				if u, ok := m["UNITS"].(string); ok && u != "" {
 					return u
 				}
 			}
 		}
-		return ""
+		return testUnits(name)
 	}
 	names := make([]string, 0, len(f.Results))
 	for n := range f.Results {
@@ -415,17 +415,18 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		run.Series = append(run.Series, se)
 		// flent summarises a series from its raw values where it has them (netperf's
 		// samples of a flow, the ping runners' replies), from the grid where not.
-		raw, err := rawSamples(name, f.RawValues[name])
+		raw, err := rawOf(name, f.RawValues)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if (se.Kind == datafile.KindPing || se.Kind == KindFlent) && len(raw) > 0 {
+		if se.Kind == datafile.KindPing && len(raw) > 0 {
 			run.Samples[name] = raw
 			continue
 		}
-		if se.Kind == datafile.KindTCP && hasValue(raw) {
-			// The flow's row is its raw samples; its grid, read below, is what the
-			// sum and average add up, as flent's are.
+		if se.Kind != datafile.KindPing && hasValue(raw) {
+			// The series' row is its raw samples (a flow's, a CPU load's, a VoIP
+			// delay's); its grid, read below, is what flent falls back to and what
+			// the TCP sum and average add up, as flent's are.
 			if run.Raw == nil {
 				run.Raw = map[string][]datafile.Sample{}
 			}
@@ -508,7 +509,8 @@ func reportedMeans(md map[string]any, results map[string][]*float64, points int)
 // gridOnly names the series flent has on its grid only, which its cut keeps by grid
 // point, both ends included, where it cuts raw values by time: those with no raw
 // values, and the TCP sums and averages it computes on loading a file that lacks
-// them. (Our exports give every series raw values.)
+// them; and the grid of every series of its own (KindFlent), which flent falls back
+// to where its raw values give none. (Our exports give every series raw values.)
 func gridOnly(f file, series []datafile.Series) map[string]bool {
 	out := map[string]bool{}
 	for name := range f.Results {
@@ -517,6 +519,11 @@ func gridOnly(f file, series []datafile.Series) map[string]bool {
 		}
 	}
 	for _, se := range series {
+		if se.Kind == KindFlent {
+			// Its samples are the grid; its raw values, if any, are apart
+			// (Run.Raw), and flent falls back to the grid cut so.
+			out[se.Name] = true
+		}
 		if se.Kind != datafile.KindTCP {
 			continue
 		}
@@ -529,21 +536,76 @@ func gridOnly(f file, series []datafile.Series) map[string]bool {
 	return out
 }
 
-// rawSamples reads flent's raw values of a series: {t, val, seq}, val null when the
-// probe was lost.
-func rawSamples(name string, raw []map[string]any) ([]datafile.Sample, error) {
+// subSeriesUnits are the units flent 2.1.1's tests give the series their runners
+// fill in for them (runner "null", or computed), which a data file's SERIES_META
+// leaves out: flent's summary takes them from the test (voip.inc,
+// qdisc-stats.conf, qdisc_stats.inc).
+var subSeriesUnits = map[string]string{
+	"VoIP::bitrate":              "Kbits/s",
+	"VoIP::delay":                "ms",
+	"VoIP::jitter":               "ms",
+	"VoIP::loss":                 "count",
+	"VoIP::induced_delay":        "ms",
+	"qdisc-stats::backlog_pkts":  "packets",
+	"qdisc-stats::backlog_bytes": "bytes",
+	"qdisc-stats::dropped":       "packets",
+	"qdisc-stats::ecn_mark":      "packets",
+	"qdisc-stats::delay":         "ms",
+}
+
+// testUnits are the units flent's test definitions give a series the file has no
+// units for ("" where they give none, as flent prints none).
+func testUnits(name string) string {
+	if u, ok := subSeriesUnits[name]; ok {
+		return u
+	}
+	// qdisc_stats.inc's qdisc_stats_HOST::dropped and ::ecn_mark, for any host.
+	if strings.HasPrefix(name, "qdisc_stats_") && (strings.HasSuffix(name, "::dropped") || strings.HasSuffix(name, "::ecn_mark")) {
+		return "packets"
+	}
+	return ""
+}
+
+// rawOf reads the raw values flent 2.1.1 summarises a series from
+// (combiners.RawReducer): the series' own records that carry "val", or for a
+// sub-series "PARENT::KEY" with no raw values of its own (cpu_stats' ::load, the tc
+// runner's ::dropped, D-ITG's VoIP::delay) its parent's records that carry KEY.
+func rawOf(name string, all map[string][]map[string]any) ([]datafile.Sample, error) {
+	raw, ok := all[name]
+	key := "val"
+	if !ok {
+		i := strings.LastIndex(name, "::") // flent's rsplit("::", 1)
+		if i < 0 {
+			return nil, nil
+		}
+		if raw, ok = all[name[:i]]; !ok {
+			return nil, nil
+		}
+		key = name[i+2:]
+	}
+	return rawSamples(name, key, raw)
+}
+
+// rawSamples reads flent's raw values of a series: {t, KEY, seq}, KEY null or (for
+// a series' own "val") absent when the probe was lost. A parent's record without a
+// sub-series' KEY is not one of that sub-series' (flent skips it).
+func rawSamples(name, key string, raw []map[string]any) ([]datafile.Sample, error) {
 	var out []datafile.Sample
 	for i, r := range raw {
 		t, ok := r["t"].(float64)
 		if !ok {
 			continue
 		}
+		v, ok := r[key]
+		if !ok && key != "val" {
+			continue
+		}
 		s := datafile.Sample{T: t}
 		if seq, ok := r["seq"].(float64); ok && math.Abs(seq) <= 1<<53 {
 			s.Seq = int(seq)
 		}
-		if v, ok := r["val"].(float64); ok {
-			s.V = v
+		if f, ok := v.(float64); ok {
+			s.V = f
 		} else {
 			s.Lost = true
 		}

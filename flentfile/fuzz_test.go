@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
@@ -18,26 +19,29 @@ import (
 // ones (up to datafile.MaxGridPoints) are legal but would make each run slow.
 const summariseBelow = 100_000
 
-// FuzzDecode feeds flent files' JSON to the importer, seeded with a file flent 2.1.1
-// made and bloatbench's own export. Whatever the bytes: no panic; and a run that
+// FuzzDecode feeds flent files' JSON to the importer, seeded with the files flent
+// 2.1.1 made (ping, cpu and qdisc stats, VoIP) and bloatbench's own export. Whatever the bytes: no panic; and a run that
 // imports keeps the reader's limits, has only series bloatbench summarises,
 // summarises to finite numbers, and exports to a flent file that imports again with
 // the same series.
 func FuzzDecode(f *testing.F) {
-	fh, err := os.Open("testdata/ping.loopback.flent-2.1.1.flent.gz")
-	if err != nil {
-		f.Fatal(err)
+	recorded, _ := filepath.Glob("testdata/recorded/*.flent.gz")
+	for _, path := range append([]string{"testdata/ping.loopback.flent-2.1.1.flent.gz"}, recorded...) {
+		fh, err := os.Open(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		zr, err := gzip.NewReader(fh)
+		if err != nil {
+			f.Fatal(err)
+		}
+		flentMade, err := io.ReadAll(zr)
+		fh.Close()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(flentMade)
 	}
-	zr, err := gzip.NewReader(fh)
-	if err != nil {
-		f.Fatal(err)
-	}
-	flentMade, err := io.ReadAll(zr)
-	fh.Close()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(flentMade)
 	if golden, err := os.ReadFile("testdata/export.flent.json.golden"); err == nil {
 		f.Add(golden)
 	}

@@ -31,6 +31,8 @@ type Row struct {
 	Avg, Median, P99 float64
 	Units            string
 	Points           int
+	// NoData says flent printed "No data." for the series.
+	NoData bool
 }
 
 // Parse reads the rows of flent 2.1.1's summary (name : avg median 99th% units N).
@@ -42,7 +44,17 @@ func Parse(text string) (map[string]Row, error) {
 		if !ok {
 			continue
 		}
+		if strings.TrimSpace(rest) == "No data." {
+			// flent found no value to summarise (a series that never had one).
+			rows[strings.TrimSpace(name)] = Row{Avg: math.NaN(), Median: math.NaN(), P99: math.NaN(), NoData: true}
+			continue
+		}
 		f := strings.Fields(rest)
+		if len(f) == 4 {
+			// A series with no units: flent prints none between the 99th % and
+			// the count.
+			f = []string{f[0], f[1], f[2], "", f[3]}
+		}
 		if len(f) != 5 {
 			return nil, fmt.Errorf("flent summary line %q: want avg, median, 99th %%, units, points", sc.Text())
 		}
