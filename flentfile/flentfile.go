@@ -265,7 +265,7 @@ func flowOf(name string) (direction string, ok bool) {
 		return m[1], true
 	}
 	m := namedFlow.FindStringSubmatch(name)
-	if m == nil || m[2] == " sum" || m[2] == " avg" {
+	if m == nil || m[2] == " sum" || m[2] == " avg" || m[2] == " fairness" {
 		return "", false
 	}
 	if m[1] == "stream" {
@@ -398,9 +398,10 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			if se.Units == "" {
 				se.Units = "Mbits/s"
 			}
-		case name == "TCP totals" || !strings.HasPrefix(name, "TCP "):
-			// A series of the test's own (rrul's totals, a CPU share, a UDP rate)
-			// whose numbers flent summarises as they are: its row is its values.
+		case name == "TCP totals" || !strings.HasPrefix(name, "TCP ") || strings.HasSuffix(name, " fairness"):
+			// A series of the test's own (rrul's totals, rtt_fair's Jain's
+			// fairness, a CPU share, a UDP rate) whose numbers flent summarises as
+			// they are: its row is its values.
 			se.Kind = KindFlent
 		default:
 			dir, ok := flowOf(name)
@@ -558,6 +559,10 @@ var subSeriesUnits = map[string]string{
 func testUnits(name string) string {
 	if u, ok := subSeriesUnits[name]; ok {
 		return u
+	}
+	// rtt_fair.inc's Jain's fairness index of each direction's flows.
+	if name == "TCP upload fairness" || name == "TCP download fairness" {
+		return "Idx"
 	}
 	// qdisc_stats.inc's qdisc_stats_HOST::dropped and ::ecn_mark, for any host.
 	if strings.HasPrefix(name, "qdisc_stats_") && (strings.HasSuffix(name, "::dropped") || strings.HasSuffix(name, "::ecn_mark")) {

@@ -1,6 +1,9 @@
 package flentfile
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,4 +52,164 @@ func TestFlentRecordedFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readFlentJSON reads a flent file's JSON as flent's loader sees it.
+func readFlentJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	zr, err := gzip.NewReader(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.NewDecoder(zr).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func writeFlentJSON(t *testing.T, d map[string]any, path string) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if err := json.NewEncoder(zw).Encode(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Files of flent tests whose tools this machine lacks, built from files of the same
+// runners to the shape flent's tests give them, and held to flent 2.1.1 itself:
+//   - rtt_fair_up (netperf, two hosts): series named for their host ("TCP upload BE
+//     10.9.0.3", "Ping (ms) ICMP 10.9.0.3"), "TCP upload fairness" (Jain's index on
+//     the grid, in flent's "Idx", not a flow), the sum and average over the flows
+//     only, and "Ping (ms) avg" over both pings;
+//   - voip with D-ITG: the parent "VoIP" series' raw values as DitgRunner.parse_raw
+//     writes them ({t, val, seq, size}, val the one-way delay), its bitrate, delay,
+//     jitter and loss on the grid, no rtt.
+func TestFlentBuiltFiles(t *testing.T) {
+	dir := t.TempDir()
+	rename := func(m map[string]any, from, to string) {
+		if v, ok := m[from]; ok {
+			m[to] = v
+			delete(m, from)
+		}
+	}
+	t.Run("rtt_fair_up", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/tcp_2down.netperf-raw.flent.gz")
+		md := d["metadata"].(map[string]any)
+		results, raw, sm := d["results"].(map[string]any), d["raw_values"].(map[string]any), md["SERIES_META"].(map[string]any)
+		const h1, h2 = "10.9.0.2", "10.9.0.3"
+		for from, to := range map[string]string{"TCP download::1": "TCP upload BE " + h1, "TCP download::2": "TCP upload BE " + h2,
+			"Ping (ms) ICMP": "Ping (ms) ICMP " + h1, "TCP download sum": "TCP upload sum", "TCP download avg": "TCP upload avg"} {
+			rename(results, from, to)
+			rename(raw, from, to)
+			rename(sm, from, to)
+		}
+		// The second host's ping: the first's, 3 ms later on the way back.
+		var grid2 []any
+		for _, v := range results["Ping (ms) ICMP "+h1].([]any) {
+			if f, ok := v.(float64); ok {
+				v = f + 3
+			}
+			grid2 = append(grid2, v)
+		}
+		results["Ping (ms) ICMP "+h2] = grid2
+		var raw2 []any
+		for _, r := range raw["Ping (ms) ICMP "+h1].([]any) {
+			c := map[string]any{}
+			for k, v := range r.(map[string]any) {
+				c[k] = v
+			}
+			if f, ok := c["val"].(float64); ok {
+				c["val"], c["t"] = f+3, c["t"].(float64)+0.003
+			}
+			raw2 = append(raw2, c)
+		}
+		raw["Ping (ms) ICMP "+h2] = raw2
+		pm := map[string]any{}
+		for k, v := range sm["Ping (ms) ICMP "+h1].(map[string]any) {
+			pm[k] = v
+		}
+		pm["MEAN_VALUE"] = pm["MEAN_VALUE"].(float64) + 3
+		sm["Ping (ms) ICMP "+h2] = pm
+		// flent's fairness and ping average runners, on the grid.
+		a, b := results["TCP upload BE "+h1].([]any), results["TCP upload BE "+h2].([]any)
+		p1 := results["Ping (ms) ICMP "+h1].([]any)
+		var fair, pavg []any
+		for k := range a {
+			var vs []float64
+			for _, v := range []any{a[k], b[k]} {
+				if f, ok := v.(float64); ok {
+					vs = append(vs, f)
+				}
+			}
+			sum, sq := 0.0, 0.0
+			for _, v := range vs {
+				sum, sq = sum+v, sq+v*v
+			}
+			if len(vs) == 0 || sq == 0 {
+				fair = append(fair, nil)
+			} else {
+				fair = append(fair, sum*sum/(float64(len(vs))*sq))
+			}
+			x, ok1 := p1[k].(float64)
+			y, ok2 := grid2[k].(float64)
+			if ok1 && ok2 {
+				pavg = append(pavg, (x+y)/2)
+			} else {
+				pavg = append(pavg, nil)
+			}
+		}
+		results["TCP upload fairness"], raw["TCP upload fairness"] = fair, []any{}
+		results["Ping (ms) avg"], raw["Ping (ms) avg"] = pavg, []any{}
+		md["NAME"], md["HOSTS"] = "rtt_fair_up", []any{h1, h2}
+		path := filepath.Join(dir, "rtt_fair_up.flent.gz")
+		writeFlentJSON(t, d, path)
+		run, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, se := range run.Series {
+			if se.Name == "TCP upload fairness" && (se.Kind != KindFlent || se.Units != "Idx") {
+				t.Errorf("the fairness index read as %+v, not a series of its own in Idx", se)
+			}
+		}
+		for _, cut := range []*[2]float64{nil, {1, -1}, {0.5, 4}, {2, 0}} {
+			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+		}
+	})
+	t.Run("voip D-ITG", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/voip.flent.gz")
+		results, raw := d["results"].(map[string]any), d["raw_values"].(map[string]any)
+		delete(results, "VoIP::rtt") // irtt's; D-ITG measures one way
+		var ditg []any
+		for i, r := range raw["VoIP"].([]any) {
+			r := r.(map[string]any)
+			if _, ok := r["val"].(float64); !ok {
+				continue
+			}
+			ditg = append(ditg, map[string]any{"t": r["t"], "val": r["owd_up"], "seq": float64(i), "size": 172.0})
+		}
+		raw["VoIP"] = ditg
+		path := filepath.Join(dir, "voip-ditg.flent.gz")
+		writeFlentJSON(t, d, path)
+		run, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range []*[2]float64{nil, {1, -1}, {3, 7}} {
+			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+		}
+	})
 }

@@ -163,7 +163,13 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		}
 		var p pingRows
 		for _, x := range run.Samples[se.Name] {
-			if x.Lost || !in(x.T) {
+			keep := in(x.T)
+			if run.GridCut[se.Name] {
+				// A ping series a file of another tool has on its grid only
+				// (flent's "Ping (ms) avg"): cut by grid point, as flent cuts it.
+				keep = inGrid(m, o.Cut, grid, x.Seq)
+			}
+			if x.Lost || !keep {
 				continue
 			}
 			p.whole = append(p.whole, x.V)
