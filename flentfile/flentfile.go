@@ -259,6 +259,10 @@ var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
 // The sums and averages among them are left to the summary, which computes them.
 var namedFlow = regexp.MustCompile(`^TCP (upload|download|stream)( .+)?$`)
 
+// flowSum matches the sums and averages flent computes over a direction's flows
+// (and those of one pair, in our export of a run with several).
+var flowSum = regexp.MustCompile(`^TCP (upload|download|stream) (sum|avg)( \(pair \d+\))?$`)
+
 // flowOf says whether a flent series is one TCP flow, and its direction.
 func flowOf(name string) (direction string, ok bool) {
 	if m := flowName.FindStringSubmatch(name); m != nil {
@@ -405,12 +409,18 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			se.Kind = KindFlent
 		default:
 			dir, ok := flowOf(name)
-			if !ok {
+			switch {
+			case ok:
+				se.Kind, se.Direction = datafile.KindTCP, dir
+				if se.Units == "" {
+					se.Units = "Mbits/s"
+				}
+			case flowSum.MatchString(name):
 				continue // the TCP sums and averages: the summary computes them
-			}
-			se.Kind, se.Direction = datafile.KindTCP, dir
-			if se.Units == "" {
-				se.Units = "Mbits/s"
+			default:
+				// Anything else of a flow's (a socket-stats sub-series such as
+				// "TCP upload::1::tcp_cwnd"): a row of its own values, as flent's.
+				se.Kind = KindFlent
 			}
 		}
 		run.Series = append(run.Series, se)

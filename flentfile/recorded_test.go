@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -94,6 +95,8 @@ func writeFlentJSON(t *testing.T, d map[string]any, path string) {
 //     10.9.0.3", "Ping (ms) ICMP 10.9.0.3"), "TCP upload fairness" (Jain's index on
 //     the grid, in flent's "Idx", not a flow), the sum and average over the flows
 //     only, and "Ping (ms) avg" over both pings;
+//   - a netperf flow with flent's socket stats (ss): the flow's raw values carry
+//     ss's records too, and its sub-series ("TCP download::1::tcp_cwnd") read them;
 //   - voip with D-ITG: the parent "VoIP" series' raw values as DitgRunner.parse_raw
 //     writes them ({t, val, seq, size}, val the one-way delay), its bitrate, delay,
 //     jitter and loss on the grid, no rtt.
@@ -186,6 +189,45 @@ func TestFlentBuiltFiles(t *testing.T) {
 			}
 		}
 		for _, cut := range []*[2]float64{nil, {1, -1}, {0.5, 4}, {2, 0}} {
+			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+		}
+	})
+	t.Run("socket stats", func(t *testing.T) {
+		// flent --socket-stats: the ss runner is a child of a netperf flow's; its
+		// records join the flow's raw values ({t, tcp_cwnd, tcp_rtt, ...}, no val),
+		// sorted by time, and its results are the flow's sub-series on the grid.
+		d := readFlentJSON(t, "testdata/tcp_2down.netperf-raw.flent.gz")
+		results, raw := d["results"].(map[string]any), d["raw_values"].(map[string]any)
+		x := d["x_values"].([]any)
+		md := d["metadata"].(map[string]any)
+		t0, err := parseTime(md["T0"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flow := raw["TCP download::1"].([]any)
+		var cwnd, rtt []any
+		for k, xv := range x {
+			at := flentUnix(t0) + xv.(float64) + 0.07
+			c, r := float64(10+k%7), 5+0.3*float64(k%11)
+			flow = append(flow, map[string]any{"t": at, "tcp_cwnd": c, "tcp_rtt": r, "tcp_rtt_var": r / 4})
+			if k == 0 {
+				cwnd, rtt = append(cwnd, nil), append(rtt, nil)
+				continue
+			}
+			cwnd, rtt = append(cwnd, c-0.5), append(rtt, r+0.1)
+		}
+		sort.Slice(flow, func(i, j int) bool {
+			return flow[i].(map[string]any)["t"].(float64) < flow[j].(map[string]any)["t"].(float64)
+		})
+		raw["TCP download::1"] = flow
+		results["TCP download::1::tcp_cwnd"], results["TCP download::1::tcp_rtt"] = cwnd, rtt
+		path := filepath.Join(dir, "socket-stats.flent.gz")
+		writeFlentJSON(t, d, path)
+		run, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range []*[2]float64{nil, {1, -1}, {0.5, 4}} {
 			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
 		}
 	})

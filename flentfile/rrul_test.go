@@ -84,11 +84,19 @@ func TestFlowOf(t *testing.T) {
 	cases := map[string]string{
 		"TCP upload BK": "upload", "TCP download": "download", "TCP stream 2": "upload", "TCP download::3": "download",
 		"TCP upload sum": "", "TCP download avg": "", "TCP upload::x": "", "TCPupload": "", "TCP totals": "",
+		"TCP upload BE 10.9.0.3": "upload", "TCP upload fairness": "", "TCP upload::1::tcp_cwnd": "",
 	}
 	for name, want := range cases {
 		got, ok := flowOf(name)
 		if got != want || ok != (want != "") {
 			t.Errorf("flowOf(%q) = %q %v, want %q", name, got, ok, want)
+		}
+	}
+	// What the reader computes itself, and so leaves out of a file.
+	for name, want := range map[string]bool{"TCP upload sum": true, "TCP download avg": true, "TCP download sum (pair 2)": true,
+		"TCP upload fairness": false, "TCP totals": false, "TCP upload::1::tcp_cwnd": false, "TCP download summary": false} {
+		if got := flowSum.MatchString(name); got != want {
+			t.Errorf("flowSum(%q) = %v, want %v", name, got, want)
 		}
 	}
 }
