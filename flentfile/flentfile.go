@@ -49,7 +49,7 @@ const timeFormat = "2006-01-02T15:04:05.000000Z"
 
 type file struct {
 	Metadata  map[string]any              `json:"metadata"`
-	Version   int                         `json:"version"`
+	Version   *int                        `json:"version"` // none is version 1, as flent reads it
 	XValues   []float64                   `json:"x_values"`
 	Results   map[string][]*float64       `json:"results"`
 	RawValues map[string][]map[string]any `json:"raw_values"`
@@ -133,7 +133,8 @@ func encode(run *datafile.Run) ([]byte, error) {
 	m := run.Metadata
 	grid := report.GridOf(m)
 	name, params := flentName(run)
-	f := file{Version: formatVersion, Results: map[string][]*float64{}, RawValues: map[string][]map[string]any{}}
+	version := formatVersion
+	f := file{Version: &version, Results: map[string][]*float64{}, RawValues: map[string][]map[string]any{}}
 	for k := 0; k < grid.N; k++ {
 		f.XValues = append(f.XValues, float64(k)*grid.Step)
 	}
@@ -252,7 +253,7 @@ func encode(run *datafile.Run) ([]byte, error) {
 	return json.Marshal(f)
 }
 
-var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)$`)
+var flowName = regexp.MustCompile(`^TCP (upload|download)::(\d+)(?: \(.*\))?$`)
 
 // namedFlow matches the TCP flows flent's other tests name: rrul's "TCP upload BK",
 // tcp_bidirectional's "TCP download", tcp_2up_delay's "TCP stream 2" (uploads).
@@ -263,13 +264,48 @@ var namedFlow = regexp.MustCompile(`^TCP (upload|download|stream)( .+)?$`)
 // (and those of one pair, in our export of a run with several).
 var flowSum = regexp.MustCompile(`^TCP (upload|download|stream) (sum|avg)( \(pair \d+\))?$`)
 
+// kindSum is classify's kind for a TCP sum or average.
+const kindSum = "sum"
+
+// classify says what a flent series is: ping (KindPing), one TCP flow (KindTCP,
+// with its direction), a sum or average over a direction's flows (kindSum), or a
+// series whose row is its own values (KindFlent: rrul's totals, rtt_fair's
+// fairness, a CPU share, a UDP rate, and any sub-series "PARENT::KEY" of a series
+// whose raw values it reads, such as a flow's socket stats).
+func classify(name string, f file) (kind, direction string) {
+	if i := strings.LastIndex(name, "::"); i >= 0 {
+		if _, ok := f.RawValues[name[:i]]; ok {
+			if _, own := f.RawValues[name]; !own {
+				return KindFlent, ""
+			}
+		}
+	}
+	switch {
+	case strings.HasPrefix(name, "Ping "):
+		return datafile.KindPing, ""
+	case name == "TCP totals" || !strings.HasPrefix(name, "TCP ") || strings.HasSuffix(name, " fairness"):
+		return KindFlent, ""
+	}
+	if dir, ok := flowOf(name); ok {
+		return datafile.KindTCP, dir
+	}
+	if m := flowSum.FindStringSubmatch(name); m != nil {
+		dir := m[1]
+		if dir == "stream" {
+			dir = "upload"
+		}
+		return kindSum, dir
+	}
+	return KindFlent, ""
+}
+
 // flowOf says whether a flent series is one TCP flow, and its direction.
 func flowOf(name string) (direction string, ok bool) {
 	if m := flowName.FindStringSubmatch(name); m != nil {
 		return m[1], true
 	}
 	m := namedFlow.FindStringSubmatch(name)
-	if m == nil || m[2] == " sum" || m[2] == " avg" || m[2] == " fairness" {
+	if m == nil || strings.HasSuffix(m[2], " sum") || strings.HasSuffix(m[2], " avg") || m[2] == " fairness" {
 		return "", false
 	}
 	if m[1] == "stream" {
@@ -316,8 +352,12 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%s: not a flent data file: %s", path, datafile.JSONProblem(data, err))
 	}
-	if f.Version > formatVersion || f.Version < 2 {
-		return nil, fmt.Errorf("%s: flent file format version %d; bloatbench reads versions 2 to %d (flent 2.x)", path, f.Version, formatVersion)
+	version := 1
+	if f.Version != nil {
+		version = *f.Version
+	}
+	if version > formatVersion || version < 1 {
+		return nil, fmt.Errorf("%s: flent file format version %d; bloatbench reads versions 1 to %d (netperf-wrapper's and flent's)", path, version, formatVersion)
 	}
 	md := f.Metadata
 	str := func(k string) string { s, _ := md[k].(string); return s }
@@ -333,6 +373,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if err != nil {
 		started = t0
 	}
+	compat(&f, version, flentUnix(t0))
 	if _, ok := md["STEP_SIZE"].(float64); !ok {
 		return nil, fmt.Errorf("%s: metadata STEP_SIZE missing: flent writes the step in seconds there", path)
 	}
@@ -386,42 +427,41 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	// The directions that have flows: only their sums and averages are left to the
+	// summary to compute (rrul_var's flows, "TCP upload::1 (CS0)", are none of
+	// ours, and its sums stay rows of their own).
+	hasFlows := map[string]bool{}
+	for _, name := range names {
+		if kind, dir := classify(name, f); kind == datafile.KindTCP {
+			hasFlows[dir] = true
+		}
+	}
+	replies := map[string]bool{} // the ping series read from their replies
 	for _, name := range names {
 		values := f.Results[name]
 		se := datafile.Series{Name: name, Units: units(name)}
-		switch {
-		case strings.HasPrefix(name, "Ping "):
+		kind, dir := classify(name, f)
+		switch kind {
+		case datafile.KindPing:
 			se.Kind = datafile.KindPing
 			if se.Units == "" {
 				se.Units = "ms"
 			}
-		case flowName.MatchString(name):
-			sm := flowName.FindStringSubmatch(name)
-			se.Kind, se.Direction = datafile.KindTCP, sm[1]
-			se.Flow, _ = strconv.Atoi(sm[2])
+		case datafile.KindTCP:
+			se.Kind, se.Direction = datafile.KindTCP, dir
+			if sm := flowName.FindStringSubmatch(name); sm != nil {
+				se.Flow, _ = strconv.Atoi(sm[2])
+			}
 			if se.Units == "" {
 				se.Units = "Mbits/s"
 			}
-		case name == "TCP totals" || !strings.HasPrefix(name, "TCP ") || strings.HasSuffix(name, " fairness"):
-			// A series of the test's own (rrul's totals, rtt_fair's Jain's
-			// fairness, a CPU share, a UDP rate) whose numbers flent summarises as
-			// they are: its row is its values.
+		case kindSum:
+			if hasFlows[dir] {
+				continue // the TCP sums and averages: the summary computes them
+			}
 			se.Kind = KindFlent
 		default:
-			dir, ok := flowOf(name)
-			switch {
-			case ok:
-				se.Kind, se.Direction = datafile.KindTCP, dir
-				if se.Units == "" {
-					se.Units = "Mbits/s"
-				}
-			case flowSum.MatchString(name):
-				continue // the TCP sums and averages: the summary computes them
-			default:
-				// Anything else of a flow's (a socket-stats sub-series such as
-				// "TCP upload::1::tcp_cwnd"): a row of its own values, as flent's.
-				se.Kind = KindFlent
-			}
+			se.Kind = KindFlent
 		}
 		run.Series = append(run.Series, se)
 		// flent summarises a series from its raw values where it has them (netperf's
@@ -430,8 +470,9 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if se.Kind == datafile.KindPing && len(raw) > 0 {
+		if se.Kind == datafile.KindPing && hasValue(raw) {
 			run.Samples[name] = raw
+			replies[name] = true
 			continue
 		}
 		if se.Kind != datafile.KindPing && hasValue(raw) {
@@ -464,7 +505,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		return nil, fmt.Errorf("%s: no ping or TCP series bloatbench can summarise", path)
 	}
 	run.Reported = reportedMeans(md, f.Results, len(f.XValues))
-	run.GridCut = gridOnly(f, run.Series)
+	run.GridCut = gridOnly(f, run.Series, replies)
 	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, len(run.Series)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -517,12 +558,108 @@ func reportedMeans(md map[string]any, results map[string][]*float64, points int)
 	return out
 }
 
-// gridOnly names the series flent has on its grid only, which its cut keeps by grid
-// point, both ends included, where it cuts raw values by time: those with no raw
-// values, and the TCP sums and averages it computes on loading a file that lacks
-// them; and the grid of every series of its own (KindFlent), which flent falls back
-// to where its raw values give none. (Our exports give every series raw values.)
-func gridOnly(f file, series []datafile.Series) map[string]bool {
+// compat brings a file of an older format to version 4's meaning, as flent
+// 2.1.1's loader does (resultset.unserialise_compat): version 1 kept raw values in
+// SERIES_META (or none, and flent makes them of the grid at T0 + x); before version
+// 4, raw values were stored before the runners' unit conversions: netperf UDP_RR
+// rates (transactions/s, records with "dur") become ms, HTTP latency s becomes ms,
+// qdisc drops and marks counted since the start become per interval, and a
+// MEAN_VALUE in bits/s becomes Mbits/s. (WiFi airtime, converted likewise, is
+// not read.) x0 is T0 in seconds.
+func compat(f *file, version int, x0 float64) {
+	if version >= 4 {
+		return
+	}
+	sm, _ := f.Metadata["SERIES_META"].(map[string]any)
+	if version == 1 {
+		f.RawValues = map[string][]map[string]any{}
+		for name, v := range sm {
+			m, _ := v.(map[string]any)
+			recs, ok := m["RAW_VALUES"].([]any)
+			if !ok {
+				continue
+			}
+			var raw []map[string]any
+			for _, r := range recs {
+				if rec, ok := r.(map[string]any); ok {
+					raw = append(raw, rec)
+				}
+			}
+			f.RawValues[name] = raw
+		}
+		if len(f.RawValues) == 0 {
+			for name, values := range f.Results {
+				raw := make([]map[string]any, 0, len(f.XValues))
+				for k, x := range f.XValues {
+					rec := map[string]any{"t": x0 + x, "val": nil}
+					if k < len(values) && values[k] != nil {
+						rec["val"] = *values[k]
+					}
+					raw = append(raw, rec)
+				}
+				f.RawValues[name] = raw
+			}
+			return // made of converted values already
+		}
+	}
+	for name, values := range f.RawValues {
+		switch {
+		case strings.Contains(name, "UDP"):
+			for _, v := range values {
+				if _, ok := v["dur"]; !ok {
+					continue
+				}
+				if x, ok := v["val"].(float64); ok {
+					if x == 0 {
+						v["val"] = nil
+					} else {
+						v["val"] = 1000 / x
+					}
+				}
+			}
+		case name == "HTTP latency":
+			for _, v := range values {
+				if x, ok := v["val"].(float64); ok {
+					v["val"] = x * 1000
+				}
+			}
+		case len(values) > 0 && has(values[0], "stations"):
+		case len(values) > 0 && (has(values[0], "dropped") || has(values[0], "ecn_mark")):
+			last := map[string]float64{}
+			for _, v := range values {
+				for _, k := range []string{"dropped", "ecn_mark"} {
+					x, ok := v[k].(float64)
+					if !ok {
+						continue
+					}
+					if prev, seen := last[k]; seen {
+						v[k] = x - prev
+					} else {
+						v[k] = 0.0
+					}
+					last[k] = x
+				}
+			}
+		}
+	}
+	for _, v := range sm {
+		if m, ok := v.(map[string]any); ok && m["UNITS"] == "bits/s" {
+			if x, ok := m["MEAN_VALUE"].(float64); ok {
+				m["MEAN_VALUE"], m["UNITS"] = x/1e6, "Mbits/s"
+			}
+		}
+	}
+}
+
+func has(m map[string]any, key string) bool { _, ok := m[key]; return ok }
+
+// gridOnly names the series whose samples are flent's grid, which flent's cut keeps
+// by grid point, both ends included, where it cuts raw values by time: every series
+// but a ping read from its replies (a flow's or a series' own raw values, if any,
+// are apart in Run.Raw, and where flent falls back from them to the grid, it cuts
+// the grid so), and the TCP sums and averages flent computes on loading a file
+// that lacks them. (Our exports give every series raw values.)
+func gridOnly(f file, series []datafile.Series, replies map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for name := range f.Results {
 		if len(f.RawValues[name]) == 0 {
@@ -530,9 +667,7 @@ func gridOnly(f file, series []datafile.Series) map[string]bool {
 		}
 	}
 	for _, se := range series {
-		if se.Kind == KindFlent {
-			// Its samples are the grid; its raw values, if any, are apart
-			// (Run.Raw), and flent falls back to the grid cut so.
+		if !replies[se.Name] {
 			out[se.Name] = true
 		}
 		if se.Kind != datafile.KindTCP {

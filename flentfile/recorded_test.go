@@ -231,6 +231,49 @@ func TestFlentBuiltFiles(t *testing.T) {
 			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
 		}
 	})
+	// Older formats, as flent 2.1.1 converts them on loading: version 1 with its
+	// raw values in SERIES_META and with none (flent makes them of the grid), and
+	// version 3 with qdisc drops counted since the start.
+	older := func(t *testing.T, name string, d map[string]any, cuts ...*[2]float64) {
+		t.Helper()
+		path := filepath.Join(dir, name+".flent.gz")
+		writeFlentJSON(t, d, path)
+		run, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range append([]*[2]float64{nil}, cuts...) {
+			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+		}
+	}
+	t.Run("version 1, raw values in SERIES_META", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/tcp_2down.netperf-raw.flent.gz")
+		sm := d["metadata"].(map[string]any)["SERIES_META"].(map[string]any)
+		for name, raw := range d["raw_values"].(map[string]any) {
+			if m, ok := sm[name].(map[string]any); ok {
+				m["RAW_VALUES"] = raw
+			}
+		}
+		delete(d, "raw_values")
+		delete(d, "version")
+		older(t, "v1-meta", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
+	})
+	t.Run("version 1, no raw values", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/tcp_2down.netperf-raw.flent.gz")
+		delete(d, "raw_values")
+		delete(d, "version")
+		older(t, "v1-grid", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
+	})
+	t.Run("version 3, drops counted since the start", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/qdisc-stats.flent.gz")
+		total := 0.0
+		for k, r := range d["raw_values"].(map[string]any)["qdisc-stats"].([]any) {
+			total += float64(k%4) * 2
+			r.(map[string]any)["dropped"] = total
+		}
+		d["version"] = 3
+		older(t, "v3-drops", d, &[2]float64{1, -1})
+	})
 	t.Run("voip D-ITG", func(t *testing.T) {
 		d := readFlentJSON(t, "testdata/recorded/voip.flent.gz")
 		results, raw := d["results"].(map[string]any), d["raw_values"].(map[string]any)

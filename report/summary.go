@@ -163,17 +163,19 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		}
 		var p pingRows
 		for _, x := range run.Samples[se.Name] {
-			keep := in(x.T)
+			keep, phase := in(x.T), x
 			if run.GridCut[se.Name] {
 				// A ping series a file of another tool has on its grid only
-				// (flent's "Ping (ms) avg"): cut by grid point, as flent cuts it.
+				// (flent's "Ping (ms) avg"): cut by grid point, as flent cuts it,
+				// and its points are times, not replies to probes sent earlier.
 				keep = inGrid(m, o.Cut, grid, x.Seq)
+				phase = datafile.Sample{T: x.T, Lost: true}
 			}
 			if x.Lost || !keep {
 				continue
 			}
 			p.whole = append(p.whole, x.V)
-			switch PingPhaseOf(m, x) {
+			switch PingPhaseOf(m, phase) {
 			case Idle:
 				p.idle = append(p.idle, x.V)
 			case Loaded:
