@@ -428,8 +428,8 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	}
 	sort.Strings(names)
 	// The directions that have flows: only their sums and averages are left to the
-	// summary to compute (rrul_var's flows, "TCP upload::1 (CS0)", are none of
-	// ours, and its sums stay rows of their own).
+	// summary to compute. A test whose flows bear names not known here as flows
+	// keeps its sums as rows of their own values, as flent prints them.
 	hasFlows := map[string]bool{}
 	for _, name := range names {
 		if kind, dir := classify(name, f); kind == datafile.KindTCP {
