@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/flentsummary"
 	"github.com/bloatbench/bloatbench/report"
 )
@@ -102,6 +103,21 @@ func writeFlentJSON(t *testing.T, d map[string]any, path string) {
 //     jitter and loss on the grid, no rtt.
 func TestFlentBuiltFiles(t *testing.T) {
 	dir := t.TempDir()
+	// holdToFlent writes d as name.flent.gz, reads it and holds our summary of it
+	// to flent's, with no cut and with each of cuts.
+	holdToFlent := func(t *testing.T, name string, d map[string]any, cuts ...*[2]float64) *datafile.Run {
+		t.Helper()
+		path := filepath.Join(dir, name+".flent.gz")
+		writeFlentJSON(t, d, path)
+		run, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range append([]*[2]float64{nil}, cuts...) {
+			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
+		}
+		return run
+	}
 	rename := func(m map[string]any, from, to string) {
 		if v, ok := m[from]; ok {
 			m[to] = v
@@ -177,19 +193,11 @@ func TestFlentBuiltFiles(t *testing.T) {
 		results["TCP upload fairness"], raw["TCP upload fairness"] = fair, []any{}
 		results["Ping (ms) avg"], raw["Ping (ms) avg"] = pavg, []any{}
 		md["NAME"], md["HOSTS"] = "rtt_fair_up", []any{h1, h2}
-		path := filepath.Join(dir, "rtt_fair_up.flent.gz")
-		writeFlentJSON(t, d, path)
-		run, err := Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		run := holdToFlent(t, "rtt_fair_up", d, &[2]float64{1, -1}, &[2]float64{0.5, 4}, &[2]float64{2, 0})
 		for _, se := range run.Series {
 			if se.Name == "TCP upload fairness" && (se.Kind != KindFlent || se.Units != "Idx") {
 				t.Errorf("the fairness index read as %+v, not a series of its own in Idx", se)
 			}
-		}
-		for _, cut := range []*[2]float64{nil, {1, -1}, {0.5, 4}, {2, 0}} {
-			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
 		}
 	})
 	t.Run("socket stats", func(t *testing.T) {
@@ -221,31 +229,11 @@ func TestFlentBuiltFiles(t *testing.T) {
 		})
 		raw["TCP download::1"] = flow
 		results["TCP download::1::tcp_cwnd"], results["TCP download::1::tcp_rtt"] = cwnd, rtt
-		path := filepath.Join(dir, "socket-stats.flent.gz")
-		writeFlentJSON(t, d, path)
-		run, err := Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, cut := range []*[2]float64{nil, {1, -1}, {0.5, 4}} {
-			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
-		}
+		holdToFlent(t, "socket-stats", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
 	})
 	// Older formats, as flent 2.1.1 converts them on loading: version 1 with its
 	// raw values in SERIES_META and with none (flent makes them of the grid), and
 	// version 3 with qdisc drops counted since the start.
-	older := func(t *testing.T, name string, d map[string]any, cuts ...*[2]float64) {
-		t.Helper()
-		path := filepath.Join(dir, name+".flent.gz")
-		writeFlentJSON(t, d, path)
-		run, err := Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, cut := range append([]*[2]float64{nil}, cuts...) {
-			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
-		}
-	}
 	t.Run("version 1, raw values in SERIES_META", func(t *testing.T) {
 		d := readFlentJSON(t, "testdata/tcp_2down.netperf-raw.flent.gz")
 		sm := d["metadata"].(map[string]any)["SERIES_META"].(map[string]any)
@@ -256,13 +244,13 @@ func TestFlentBuiltFiles(t *testing.T) {
 		}
 		delete(d, "raw_values")
 		delete(d, "version")
-		older(t, "v1-meta", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
+		holdToFlent(t, "v1-meta", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
 	})
 	t.Run("version 1, no raw values", func(t *testing.T) {
 		d := readFlentJSON(t, "testdata/tcp_2down.netperf-raw.flent.gz")
 		delete(d, "raw_values")
 		delete(d, "version")
-		older(t, "v1-grid", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
+		holdToFlent(t, "v1-grid", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
 	})
 	t.Run("version 3, drops counted since the start", func(t *testing.T) {
 		d := readFlentJSON(t, "testdata/recorded/qdisc-stats.flent.gz")
@@ -272,7 +260,7 @@ func TestFlentBuiltFiles(t *testing.T) {
 			r.(map[string]any)["dropped"] = total
 		}
 		d["version"] = 3
-		older(t, "v3-drops", d, &[2]float64{1, -1})
+		holdToFlent(t, "v3-drops", d, &[2]float64{1, -1})
 	})
 	t.Run("voip D-ITG", func(t *testing.T) {
 		d := readFlentJSON(t, "testdata/recorded/voip.flent.gz")
@@ -287,14 +275,6 @@ func TestFlentBuiltFiles(t *testing.T) {
 			ditg = append(ditg, map[string]any{"t": r["t"], "val": r["owd_up"], "seq": float64(i), "size": 172.0})
 		}
 		raw["VoIP"] = ditg
-		path := filepath.Join(dir, "voip-ditg.flent.gz")
-		writeFlentJSON(t, d, path)
-		run, err := Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, cut := range []*[2]float64{nil, {1, -1}, {3, 7}} {
-			t.Run("flent "+strings.Join(cutArgs(cut), " "), func(t *testing.T) { sameAsFlent(t, path, run, cut) })
-		}
+		holdToFlent(t, "voip-ditg", d, &[2]float64{1, -1}, &[2]float64{3, 7})
 	})
 }
