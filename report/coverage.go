@@ -100,7 +100,13 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 		for _, mi := range misses[most-1:] {
 			names = append(names, mi.name)
 		}
-		out = append(out[:most-1], fmt.Sprintf("and %d more series miss more than %.0f%% of their grid: %s", len(names), 100*MaxGridMiss, strings.Join(names, ", ")))
+		// Name a few: a device's many statistics would fill a screen.
+		const named = 8
+		list := strings.Join(names, ", ")
+		if len(names) > named {
+			list = strings.Join(names[:named], ", ") + fmt.Sprintf(" and %d others", len(names)-named)
+		}
+		out = append(out[:most-1], fmt.Sprintf("and %d more series miss more than %.0f%% of their grid: %s", len(names), 100*MaxGridMiss, list))
 	}
 	return out
 }

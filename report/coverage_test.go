@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -42,6 +43,19 @@ func TestGridWarnings(t *testing.T) {
 					datafile.Sample{T: run.Metadata.T0 + float64(k)*0.2 + 0.004})
 			}
 		}, want: []string{"qdisc server:test0 root backlog has 60 of its 70 grid points"}},
+		{name: "20 statistics of a device that missed alike: said once, a few named", change: func(run *datafile.Run) {
+			for i := 0; i < 20; i++ {
+				name := fmt.Sprintf("qdisc server:test0 1:%d backlog", i+1)
+				run.Series = append(run.Series, datafile.Series{Name: name, Kind: datafile.KindQdisc, Host: "server"})
+				for k := 10; k < 70; k++ {
+					run.Samples[name] = append(run.Samples[name], datafile.Sample{T: run.Metadata.T0 + float64(k)*0.2 + 0.004})
+				}
+			}
+		}, want: []string{"qdisc server:test0 1:1 backlog has 60", "qdisc server:test0 1:2 backlog has 60", "qdisc server:test0 1:3 backlog has 60",
+			"qdisc server:test0 1:4 backlog has 60", "qdisc server:test0 1:5 backlog has 60",
+			"and 15 more series miss more than 5% of their grid: qdisc server:test0 1:6 backlog, qdisc server:test0 1:7 backlog, " +
+				"qdisc server:test0 1:8 backlog, qdisc server:test0 1:9 backlog, qdisc server:test0 1:10 backlog, qdisc server:test0 1:11 backlog, " +
+				"qdisc server:test0 1:12 backlog, qdisc server:test0 1:13 backlog and 7 others"}},
 		{name: "a flent file's series name no host", change: func(run *datafile.Run) {
 			run.Samples["Ping (ms) ICMP"] = run.Samples["Ping (ms) ICMP"][5:]
 			for i := range run.Series {
