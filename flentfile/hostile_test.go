@@ -15,20 +15,7 @@ import (
 // fixture is the flent-made file, decoded, to break a piece of.
 func fixture(t *testing.T) map[string]any {
 	t.Helper()
-	f, err := os.Open("testdata/ping.loopback.flent-2.1.1.flent.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.NewDecoder(zr).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	return doc
+	return readFlentJSON(t, "testdata/ping.loopback.flent-2.1.1.flent.gz")
 }
 
 func writeGz(t *testing.T, name string, data []byte) string {
