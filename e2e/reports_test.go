@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/internal/flentsummary"
+	"github.com/bloatbench/bloatbench/tests"
 )
 
 type jsonRows map[string]struct {
@@ -241,5 +243,77 @@ func appendSetups(t *testing.T, inv, setups string) {
 	defer f.Close()
 	if _, err := f.WriteString(setups); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every test of ours, exported (run --flent) on a shaped lab: flent 2.1.1 prints
+// each row of its summary with our numbers (every row it has data for is one of
+// ours, avg, median, 99th percentile and count), and draws the default plot of the
+// flent test the export is named for. A test added later is held to this without a
+// change here; those another test already holds to flent run there instead.
+func TestFlentExportOfEveryTest(t *testing.T) {
+	needLab(t)
+	if _, err := exec.LookPath("flent"); err != nil {
+		t.Fatalf("flent is missing: bash scripts/install-deps: %v", err)
+	}
+	heldElsewhere := map[string]string{
+		"tcp_4down":   "TestFlentBothWays",
+		"tcp_nup":     "TestFlentBothWays",
+		"rrul":        "TestRRULOnTheLocalLab",
+		"tcp_128down": "TestTCP128Down",
+	}
+	defs, err := tests.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, _ := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
+	held := 0
+	for _, d := range defs {
+		if by, ok := heldElsewhere[d.Name]; ok {
+			t.Logf("%s: held to flent by %s", d.Name, by)
+			continue
+		}
+		held++
+		t.Run(d.Name, func(t *testing.T) {
+			out := t.TempDir()
+			r := bb(t, "run", "-H", inv, "-l", "4", "-d", "1", "-o", out, "--flent", d.Name)
+			if r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+			exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
+			if len(data) != 1 || len(exported) != 1 {
+				t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
+			}
+			ours, theirs := summaryJSON(t, "--p99", data[0]), flentSummary(t, "-i", exported[0])
+			withData := 0
+			for name, f := range theirs {
+				if f.NoData {
+					if o, ok := ours[name]; ok && o.Points != 0 {
+						t.Errorf("flent has no data for %q, we have %d points", name, o.Points)
+					}
+					continue
+				}
+				withData++
+				if _, ok := ours[name]; !ok {
+					t.Errorf("flent prints %q, we do not", name)
+				}
+			}
+			if n := sameRows(t, ours, theirs, true); withData < 2 || n != withData {
+				t.Errorf("flent prints %d rows with data, we share %d", withData, n)
+			}
+			png := filepath.Join(out, "default.png")
+			b, err := exec.Command("flent", "-i", exported[0], "-f", "plot", "-o", png).CombinedOutput()
+			if err != nil || bytes.Contains(b, []byte("Traceback")) {
+				t.Fatalf("flent's default plot: %v\n%s", err, b)
+			}
+			img, err := os.ReadFile(png)
+			if err != nil || len(img) < 10000 || !bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")) {
+				t.Errorf("flent's default plot: %d bytes, %v\n%s", len(img), err, b)
+			}
+		})
+	}
+	if held < 10 {
+		t.Errorf("held %d tests to flent here, want every test but the %d held elsewhere", held, len(heldElsewhere))
 	}
 }
