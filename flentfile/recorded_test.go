@@ -277,4 +277,84 @@ func TestFlentBuiltFiles(t *testing.T) {
 		raw["VoIP"] = ditg
 		holdToFlent(t, "voip-ditg", d, &[2]float64{1, -1}, &[2]float64{3, 7})
 	})
+	// flent's http test with two URL lists: http-getter's runner, a RegexpRunner,
+	// writes {t, val} per fetch (the fetch time, seconds made ms), its MEAN_VALUE,
+	// MIN_VALUE and MAX_VALUE from the getter's closing line, and one series per
+	// list, "HTTP latency::1" and "::2" (http.inc). Built from the recorded ping
+	// test's two pings, their times made fetch times (40 ms + 3x).
+	t.Run("http, two URL lists", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/ping.flent.gz")
+		results, raw := d["results"].(map[string]any), d["raw_values"].(map[string]any)
+		md := d["metadata"].(map[string]any)
+		sm := md["SERIES_META"].(map[string]any)
+		fetch := func(v any) any {
+			if f, ok := v.(float64); ok {
+				return 40 + 3*f
+			}
+			return v
+		}
+		newResults, newRaw, newMeta := map[string]any{}, map[string]any{}, map[string]any{}
+		for from, to := range map[string]string{"Ping (ms) ICMP": "HTTP latency::1", "Ping (ms) UDP": "HTTP latency::2"} {
+			var grid, recs []any
+			for _, v := range results[from].([]any) {
+				grid = append(grid, fetch(v))
+			}
+			for _, r := range raw[from].([]any) {
+				r := r.(map[string]any)
+				if _, ok := r["val"].(float64); ok {
+					recs = append(recs, map[string]any{"t": r["t"], "val": fetch(r["val"])})
+				}
+			}
+			m := sm[from].(map[string]any)
+			newMeta[to] = map[string]any{"UNITS": "ms", "RUNNER": "HttpGetterRunner", "IDX": m["IDX"],
+				"COMMAND": "http-getter -i 200 -l 10 -t 10000 -n 4 http://198.18.250.2/filelist.txt",
+				"MEAN_VALUE": fetch(m["MEAN_VALUE"]), "MIN_VALUE": fetch(m["MIN_VALUE"]), "MAX_VALUE": fetch(m["MAX_VALUE"])}
+			newResults[to], newRaw[to] = grid, recs
+		}
+		d["results"], d["raw_values"], md["SERIES_META"] = newResults, newRaw, newMeta
+		md["NAME"], md["TITLE"] = "http", "http"
+		md["HTTP_GETTER_URLLIST"] = []any{"http://198.18.250.2/filelist.txt", "http://198.18.250.2/other.txt"}
+		run := holdToFlent(t, "http", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3.3, 7.1})
+		for _, se := range run.Series {
+			if strings.HasPrefix(se.Name, "HTTP latency") && (se.Kind != KindFlent || se.Units != "ms") {
+				t.Errorf("%s read as %+v, not a latency series of its own in ms", se.Name, se)
+			}
+		}
+	})
+	// flent's ping test where irtt is missing: its udp_rtt runner takes netperf's
+	// UDP_RR instead, whose interim results are transactions per second over each
+	// interval, made ms per transaction ({dur, t, val}), and its MEAN_VALUE is
+	// netperf's mean rate made ms (1000 / THROUGHPUT), not the mean of the values.
+	// Built from the recorded ping test: each irtt reply becomes an interval of
+	// back-to-back transactions at its RTT.
+	t.Run("ping, UDP by netperf UDP_RR", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/ping.flent.gz")
+		raw := d["raw_values"].(map[string]any)
+		m := d["metadata"].(map[string]any)["SERIES_META"].(map[string]any)["Ping (ms) UDP"].(map[string]any)
+		var recs []any
+		prev, secs, transactions := 0.0, 0.0, 0.0
+		for _, r := range raw["Ping (ms) UDP"].([]any) {
+			r := r.(map[string]any)
+			v, ok := r["val"].(float64)
+			if !ok {
+				continue // a lost probe: the RR stalls, and its interval runs on
+			}
+			at, dur := r["t"].(float64), 0.2
+			if prev != 0 {
+				dur = at - prev
+			}
+			prev = at
+			recs = append(recs, map[string]any{"dur": dur, "t": at, "val": v})
+			secs, transactions = secs+dur, transactions+dur*1000/v
+		}
+		raw["Ping (ms) UDP"] = recs
+		for k := range m {
+			if k != "IDX" && k != "UNITS" {
+				delete(m, k)
+			}
+		}
+		m["RUNNER"], m["MEAN_VALUE"], m["ELAPSED_TIME"] = "NetperfDemoRunner", 1000/(transactions/secs), 10.0
+		m["COMMAND"] = "netperf -P 0 -v 0 -D -0.20 -4 -H 198.18.250.2 -t UDP_RR -l 10"
+		holdToFlent(t, "ping-udp-rr", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3.3, 7.1})
+	})
 }
