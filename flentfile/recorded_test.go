@@ -307,7 +307,7 @@ func TestFlentBuiltFiles(t *testing.T) {
 			}
 			m := sm[from].(map[string]any)
 			newMeta[to] = map[string]any{"UNITS": "ms", "RUNNER": "HttpGetterRunner", "IDX": m["IDX"],
-				"COMMAND": "http-getter -i 200 -l 10 -t 10000 -n 4 http://198.18.250.2/filelist.txt",
+				"COMMAND":    "http-getter -i 200 -l 10 -t 10000 -n 4 http://198.18.250.2/filelist.txt",
 				"MEAN_VALUE": fetch(m["MEAN_VALUE"]), "MIN_VALUE": fetch(m["MIN_VALUE"]), "MAX_VALUE": fetch(m["MAX_VALUE"])}
 			newResults[to], newRaw[to] = grid, recs
 		}
