@@ -16,7 +16,8 @@ import (
 )
 
 // Files flent 2.1.1 recorded with its own runners on this project's machine
-// (scripts/record-flent-fixtures: fping, irtt, iperf 2's CSV reports, cpu_stats and tc):
+// (scripts/record-flent-fixtures: netperf, fping, irtt, iperf 2's CSV reports, ss,
+// cpu_stats and tc):
 // each reads, and our summary prints every row flent's printed for it then (kept
 // beside it), by the same name, with its avg, median and 99th percentile to flent's
 // 0.01 and its count; and flent run now on the same file agrees with us with no cut
@@ -26,8 +27,8 @@ func TestFlentRecordedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 5 {
-		t.Fatalf("%d recorded flent files under testdata/recorded, want the 5 the script records", len(files))
+	if len(files) < 12 {
+		t.Fatalf("%d recorded flent files under testdata/recorded, want the 12 the script records", len(files))
 	}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".flent.gz")
@@ -43,6 +44,9 @@ func TestFlentRecordedFiles(t *testing.T) {
 			theirs, err := flentsummary.Parse(string(text))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if len(theirs) == 0 {
+				t.Fatalf("no rows in flent's summary:\n%s", text)
 			}
 			checkRows(t, theirs, report.Summarize(run).Rows)
 			if t.Failed() {
