@@ -713,6 +713,17 @@ func testUnits(name string) string {
 	if strings.HasPrefix(name, "qdisc_stats_") && (strings.HasSuffix(name, "::dropped") || strings.HasSuffix(name, "::ecn_mark")) {
 		return "packets"
 	}
+	// wifi_stats.inc's wifi_stats_HOST::airtime_{rx,tx,total}::STATION, ::airtime_sum
+	// and ::airtime_fairness (flent's "us", fairness too), ::avg_aggr_size::STATION.
+	// The host may be an IPv6 address, "::" and all.
+	if rest, ok := strings.CutPrefix(name, "wifi_stats_"); ok {
+		switch {
+		case strings.Contains(rest, "::airtime_"):
+			return "us"
+		case strings.Contains(rest, "::avg_aggr_size::"):
+			return "packets"
+		}
+	}
 	return ""
 }
 

@@ -195,3 +195,28 @@ func TestReportedMeans(t *testing.T) {
 		})
 	}
 }
+
+// The units flent's test definitions give series its runners fill in, for any host
+// name (IPv6 addresses bring their own "::").
+func TestTestUnits(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"VoIP::delay", "ms"},
+		{"TCP upload fairness", "Idx"},
+		{"qdisc_stats_localhost::dropped", "packets"},
+		{"qdisc_stats_fe80::1::ecn_mark", "packets"},
+		{"qdisc_stats_localhost::backlog_bytes", ""},
+		{"wifi_stats_localhost::airtime_rx::02:00:00:00:01:00", "us"},
+		{"wifi_stats_fe80::1::airtime_tx::02:00:00:00:01:00", "us"},
+		{"wifi_stats_ap::airtime_total::02:00:00:00:01:00", "us"},
+		{"wifi_stats_ap::airtime_sum", "us"},
+		{"wifi_stats_ap::airtime_fairness", "us"},
+		{"wifi_stats_2001:db8::2::avg_aggr_size::02:00:00:00:01:00", "packets"},
+		{"wifi_stats_ap", ""},
+		{"netstat_localhost::DelayedACKs", ""},
+		{"Ping (ms) ICMP", ""},
+	} {
+		if got := testUnits(tc.name); got != tc.want {
+			t.Errorf("testUnits(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -27,8 +27,8 @@ func TestFlentRecordedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 12 {
-		t.Fatalf("%d recorded flent files under testdata/recorded, want the 12 the script records", len(files))
+	if len(files) < 13 {
+		t.Fatalf("%d recorded flent files under testdata/recorded, want the 13 the script records", len(files))
 	}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".flent.gz")
