@@ -27,8 +27,8 @@ func TestFlentRecordedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 14 {
-		t.Fatalf("%d recorded flent files under testdata/recorded, want the 14 the script records", len(files))
+	if len(files) < 15 {
+		t.Fatalf("%d recorded flent files under testdata/recorded, want the 15 the script records", len(files))
 	}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".flent.gz")
