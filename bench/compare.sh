@@ -28,6 +28,7 @@ bb=./bloatbench
 work=$(mktemp -d)
 inv="$work/lab.yaml" shaped="$work/shaped.yaml"
 cleanup() {
+  touch "$work/cpu-trace.stop"
   "$bb" testbed down -H "$shaped" >/dev/null 2>&1 || true
   "$bb" testbed down -H "$inv" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -49,25 +50,42 @@ sum_row() { json "[r['median'] for r in d['runs'][0]['rows'] if r['name']=='TCP 
 # run LOG ARGS...: a bloatbench run, its log kept, its JSON summary on stdout
 run() { local log=$1; shift; "$bb" run -o "$work/res" --format json "$@" 2>"$log"; }
 
-echo "round,tool,mbits,cpu_seconds" > "$work/tput.csv"
+# The machine's busy CPU, every 20 ms, through the throughput rounds: one process
+# reading /proc/stat (no fork per sample), so that the CPU of the streams' own time
+# can be told from that of a run's set-up and end.
+python3 - "$work/cpu-trace.txt" "$work/cpu-trace.stop" <<'PY' &
+import os, sys, time
+out, stop = open(sys.argv[1], "w"), sys.argv[2]
+hz = os.sysconf("SC_CLK_TCK")
+while not os.path.exists(stop):
+    f = open("/proc/stat").readline().split()
+    out.write("%.4f %.3f\n" % (time.time(), (int(f[1]) + int(f[2]) + int(f[3]) + int(f[6]) + int(f[7])) / hz))
+    out.flush()
+    time.sleep(0.02)
+PY
+tracer=$!
+echo "round,tool,mbits,cpu_seconds,file" > "$work/tput.csv"
 for r in $(seq "$rounds"); do
   c0=$(cpu)
   mb=$(run "$work/tcp.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
   c1=$(cpu)
-  echo "$r,bloatbench,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')" >> "$work/tput.csv"
+  echo "$r,bloatbench,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}'),$(datafile "$work/tcp.log")" >> "$work/tput.csv"
 
   ip netns exec "$sns" iperf3 -s -1 >/dev/null 2>&1 &
+  iperf3_server=$!
   sleep 0.5
   c0=$(cpu)
   out=$(ip netns exec "$cns" iperf3 -c "$server_ip" -P 4 -R -t "$secs" -J)
   c1=$(cpu)
-  wait
+  wait "$iperf3_server"
   mb=$(echo "$out" | json "d['end']['sum_received']['bits_per_second']/1e6")
-  echo "$r,iperf3,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')" >> "$work/tput.csv"
+  echo "$r,iperf3,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')," >> "$work/tput.csv"
 
   mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
-  echo "$r,step0.05,$mb," >> "$work/tput.csv"
+  echo "$r,step0.05,$mb,," >> "$work/tput.csv"
 done
+touch "$work/cpu-trace.stop"
+wait "$tracer"
 
 # Idle ping: both probe every 200 ms at the same time; the run is ping only, with a
 # delay, and its wall time is the overhead's measure.
@@ -172,6 +190,28 @@ bc, ic = med("bloatbench", "cpu_seconds"), med("iperf3", "cpu_seconds")
 # Throughput per busy CPU second: the tools' efficiency when the CPU is the limit.
 be, ie = bm * secs / bc, im * secs / ic
 
+# The CPU of the streams' own time, from the trace: t0 to t0 + length of each of
+# our runs (set-up, the agents' start and the end left out), interpolated between
+# the trace's samples. iperf3 has no set-up to leave out: its whole command is its
+# streams' time.
+trace = [tuple(map(float, l.split())) for l in open(os.path.join(work, "cpu-trace.txt")) if l.strip()]
+def busy_at(t):
+    for (ta, ba), (tb, bb_) in zip(trace, trace[1:]):
+        if ta <= t <= tb:
+            return ba + (bb_ - ba) * (t - ta) / (tb - ta) if tb > ta else ba
+    raise SystemExit(f"the CPU trace does not cover {t}")
+stream_cpu = []
+for r in rows:
+    if r["tool"] == "bloatbench":
+        head = None
+        for line in gzip.open(r["file"], "rt"):
+            head = json.loads(line)["metadata"]
+            break
+        a = head["t0"] + head["delay"]
+        stream_cpu.append(busy_at(a + head["length"]) - busy_at(a))
+bs = statistics.median(stream_cpu)
+bse = bm * secs / bs
+
 def run_of(path):
     """header and ping samples of a data file"""
     head, ping = None, []
@@ -230,6 +270,8 @@ print("|---|---:|---:|---:|")
 print(f"| TCP 4 streams down, Mbit/s (iperf3 -P 4 -R) | {bm:.0f} | {im:.0f} | {bm/im:.2f} |")
 print(f"| CPU busy during the run, core-seconds | {bc:.1f} | {ic:.1f} | {bc/ic:.2f} |")
 print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
+print(f"| CPU busy in the streams' time (t0 to t0 + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
+print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
 print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2) | {fm:.0f} | {bm:.0f} | {fm/bm:.2f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:

@@ -299,7 +299,7 @@ func TestFlentExportOfEveryTest(t *testing.T) {
 					t.Errorf("flent prints %q, we do not", name)
 				}
 			}
-			if n := sameRows(t, ours, theirs, true); withData < 2 || n != withData {
+			if n := sameRows(t, ours, theirs, true); withData < 2 || n < withData {
 				t.Errorf("flent prints %d rows with data, we share %d", withData, n)
 			}
 			png := filepath.Join(out, "default.png")
