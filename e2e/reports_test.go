@@ -101,6 +101,23 @@ func fmtPtr(p *float64) string {
 	return fmt.Sprintf("%.4f", *p)
 }
 
+// runFlent runs `bloatbench run --flent ARGS...` into a directory of its own, and
+// returns the run's result, its data file and its flent file.
+func runFlent(t *testing.T, args ...string) (r result, data, exported string) {
+	t.Helper()
+	out := t.TempDir()
+	r = bb(t, append([]string{"run", "-o", out, "--flent"}, args...)...)
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	d, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	e, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
+	if len(d) != 1 || len(e) != 1 {
+		t.Fatalf("want one data file and one flent file in %s, got %v %v", out, d, e)
+	}
+	return r, d[0], e[0]
+}
+
 // flent 2.1.1 summarises our export with our numbers, and we summarise a file flent
 // made with its numbers.
 func TestFlentBothWays(t *testing.T) {
@@ -122,21 +139,12 @@ func TestFlentBothWays(t *testing.T) {
 		{[]string{"-l", "8", "-d", "2", "tcp_4down"}, 7},
 		{[]string{"-l", "8", "-d", "2", "--te", "upload_streams=2", "tcp_nup"}, 5},
 	} {
-		out := t.TempDir()
-		r := bb(t, append([]string{"run", "-H", inv, "-o", out, "--flent"}, tc.args...)...)
-		if r.err != nil {
-			t.Fatalf("%v\n%s", r.err, r.stderr)
-		}
-		data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
-		exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
-		if len(data) != 1 || len(exported) != 1 {
-			t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
-		}
+		_, data, exported := runFlent(t, append([]string{"-H", inv}, tc.args...)...)
 		test := tc.args[len(tc.args)-1]
 		for _, cut := range []string{"", "2.1,9.9", "2,10", "0,5", "3,-2"} {
-			ours, theirs := []string{data[0]}, []string{"-i", exported[0]}
+			ours, theirs := []string{data}, []string{"-i", exported}
 			if cut != "" {
-				ours, theirs = []string{"--cut", cut, data[0]}, append(theirs, "--data-cutoff", cut)
+				ours, theirs = []string{"--cut", cut, data}, append(theirs, "--data-cutoff", cut)
 			}
 			if n := sameRows(t, summaryJSON(t, ours...), flentSummary(t, theirs...), true); n != tc.rows {
 				t.Errorf("%s, cut %q: flent and we share %d rows, want %d", test, cut, n, tc.rows)
@@ -275,17 +283,8 @@ func TestFlentExportOfEveryTest(t *testing.T) {
 		}
 		held++
 		t.Run(d.Name, func(t *testing.T) {
-			out := t.TempDir()
-			r := bb(t, "run", "-H", inv, "-l", "4", "-d", "1", "-o", out, "--flent", d.Name)
-			if r.err != nil {
-				t.Fatalf("%v\n%s", r.err, r.stderr)
-			}
-			data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
-			exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
-			if len(data) != 1 || len(exported) != 1 {
-				t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
-			}
-			ours, theirs := summaryJSON(t, "--p99", data[0]), flentSummary(t, "-i", exported[0])
+			_, data, exported := runFlent(t, "-H", inv, "-l", "4", "-d", "1", d.Name)
+			ours, theirs := summaryJSON(t, "--p99", data), flentSummary(t, "-i", exported)
 			withData := 0
 			for name, f := range theirs {
 				if f.NoData {
@@ -302,8 +301,8 @@ func TestFlentExportOfEveryTest(t *testing.T) {
 			if n := sameRows(t, ours, theirs, true); withData < 2 || n < withData {
 				t.Errorf("flent prints %d rows with data, we share %d", withData, n)
 			}
-			png := filepath.Join(out, "default.png")
-			b, err := exec.Command("flent", "-i", exported[0], "-f", "plot", "-o", png).CombinedOutput()
+			png := filepath.Join(t.TempDir(), "default.png")
+			b, err := exec.Command("flent", "-i", exported, "-f", "plot", "-o", png).CombinedOutput()
 			if err != nil || bytes.Contains(b, []byte("Traceback")) {
 				t.Fatalf("flent's default plot: %v\n%s", err, b)
 			}
