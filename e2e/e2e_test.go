@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -272,9 +273,11 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	}
 
 	// Every sample of ours against the wire's round trip of the same echo (by its
-	// sequence number): both are kernel stamps of the same packets (ours taken at the
-	// socket, tcpdump's at the device), so they differ by the stack's own few
-	// microseconds, not by the queue's milliseconds.
+	// sequence number): both are kernel stamps of the same packets. Ours are taken
+	// as the request enters the client's qdisc and as the reply enters the stack,
+	// tcpdump's as the request leaves that qdisc and as the reply arrives, so they
+	// differ by the client's own egress wait, which in a download carries only ACKs
+	// (microseconds), not by the bottleneck's milliseconds.
 	// The last echoes may still be on their way to the file: the capture stops once
 	// it holds every one of ours, or after 10 s (the check below names what is missing).
 	var wire map[int]float64
@@ -357,6 +360,10 @@ const defaultPingPayload, iputilsPayload = 56, 100
 func echoRoundTrips(pcap string, icmpLen int) (map[int]float64, error) {
 	out, err := exec.Command("tcpdump", "-r", pcap, "-n", "-tt", "icmp").Output()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("tcpdump -r %s: %w: %s", pcap, err, bytes.TrimSpace(ee.Stderr))
+		}
 		return nil, fmt.Errorf("tcpdump -r %s: %w", pcap, err)
 	}
 	type key struct{ id, seq int }
@@ -382,6 +389,9 @@ func echoRoundTrips(pcap string, icmpLen int) (map[int]float64, error) {
 		} else if t0, ok := sent[k]; ok {
 			rtt[seq] = (ts - t0) * 1e3
 		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading tcpdump's lines of %s: %w", pcap, err)
 	}
 	if len(ids) != 1 {
 		return nil, fmt.Errorf("capture %s: want the echoes of one prober of ICMP length %d, found identifiers %v", pcap, icmpLen, ids)
@@ -417,20 +427,11 @@ func median(xs []float64) float64 {
 
 func TestTCP128Down(t *testing.T) {
 	inv, _ := lab(t, "--rate", "200mbit")
-	out := t.TempDir()
-	r := bb(t, "run", "-H", inv, "-l", "10", "-d", "2", "-o", out, "--format", "json", "--flent", "tcp_128down")
-	if r.err != nil {
-		t.Fatalf("%v\n%s", r.err, r.stderr)
-	}
+	r, data, exported := runFlent(t, "-H", inv, "-l", "10", "-d", "2", "--format", "json", "tcp_128down")
 	medians := parseSummary(t, r.stdout)
 	// Exported, it is flent's tcp_ndown with 128 streams, which flent summarises with
 	// our numbers: 128 flows, sum, avg and ping.
-	data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
-	exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
-	if len(data) != 1 || len(exported) != 1 {
-		t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
-	}
-	if n := sameRows(t, summaryJSON(t, data[0]), flentSummary(t, "-i", exported[0]), true); n != 131 {
+	if n := sameRows(t, summaryJSON(t, data), flentSummary(t, "-i", exported), true); n != 131 {
 		t.Errorf("flent and we share %d rows of tcp_128down, want 131", n)
 	}
 	for i := 1; i <= 128; i++ {
