@@ -41,12 +41,9 @@ func TestRRULOnTheLocalLab(t *testing.T) {
 	clientIP, serverIP := inv.Hosts[inv.Client].TestIP, inv.Hosts[inv.Server].TestIP
 	pcap := filepath.Join(t.TempDir(), "test0.pcap")
 	stop := startCapture(t, inv.Testbed+"-client", "test0", pcap, "host "+serverIP+" and (tcp or udp)")
-	out := t.TempDir()
-	r := bb(t, "run", "-H", invPath, "-l", "10", "-d", "2", "-o", out, "--format", "json", "--flent", "rrul")
+	// A failed run ends the test, and the capture with it (startCapture's clean-up).
+	r, data, exported := runFlent(t, "-H", invPath, "-l", "10", "-d", "2", "--format", "json", "rrul")
 	t.Logf("tcpdump: %s", strings.TrimSpace(stop()))
-	if r.err != nil {
-		t.Fatalf("%v\n%s", r.err, r.stderr)
-	}
 
 	// Every row flent's rrul has, each with data (parseSummary fails a row without).
 	medians := parseSummary(t, r.stdout)
@@ -62,12 +59,7 @@ func TestRRULOnTheLocalLab(t *testing.T) {
 			t.Errorf("no row %q in the summary:\n%s", row, r.stdout)
 		}
 	}
-	data, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
-	exported, _ := filepath.Glob(filepath.Join(out, "*.flent.gz"))
-	if len(data) != 1 || len(exported) != 1 {
-		t.Fatalf("want one data file and one flent file in %s, got %v %v", out, data, exported)
-	}
-	rows := summaryJSON(t, data[0])
+	rows := summaryJSON(t, data)
 
 	// Throughput: each direction's sum is what htb lets through: 100 Mbit/s of
 	// frames, 95.6 Mbit/s of payload, less the other direction's ACKs. Not both
@@ -99,11 +91,11 @@ func TestRRULOnTheLocalLab(t *testing.T) {
 	checkMarks(t, readCapture(t, pcap), clientIP, serverIP)
 
 	// flent 2.1.1 reads the export into our rows, and plots it.
-	if n := sameRows(t, rows, flentSummary(t, "-i", exported[0]), true); n != len(want) {
+	if n := sameRows(t, rows, flentSummary(t, "-i", exported), true); n != len(want) {
 		t.Errorf("flent and we share %d rows of rrul, want %d", n, len(want))
 	}
 	png := filepath.Join(t.TempDir(), "all_scaled.png")
-	if b, err := exec.Command("flent", "-i", exported[0], "-p", "all_scaled", "-o", png).CombinedOutput(); err != nil {
+	if b, err := exec.Command("flent", "-i", exported, "-p", "all_scaled", "-o", png).CombinedOutput(); err != nil {
 		t.Fatalf("flent -p all_scaled: %v\n%s", err, b)
 	}
 	b, err := os.ReadFile(png)
