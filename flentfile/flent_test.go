@@ -105,6 +105,16 @@ func sameAsFlent(t *testing.T, path string, run *datafile.Run, cut *[2]float64) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A file flent finds nothing in would hold nothing to flent: each has rows with data.
+	withData := 0
+	for _, r := range theirs {
+		if !r.NoData && r.Points > 0 {
+			withData++
+		}
+	}
+	if withData == 0 {
+		t.Fatalf("flent printed no row with data for %s (cut %v):\n%s", path, cut, out)
+	}
 	checkRows(t, theirs, report.SummarizeWith(run, report.Options{Cut: cut}).Rows)
 	if len(theirs) < 4 || t.Failed() || testing.Verbose() {
 		t.Logf("flent:\n%s", out)

@@ -319,10 +319,17 @@ func TestFlentBuiltFiles(t *testing.T) {
 		md["NAME"], md["TITLE"] = "http", "http"
 		md["HTTP_GETTER_URLLIST"] = []any{"http://198.18.250.2/filelist.txt", "http://198.18.250.2/other.txt"}
 		run := holdToFlent(t, "http", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3.3, 7.1})
+		latency := 0
 		for _, se := range run.Series {
-			if strings.HasPrefix(se.Name, "HTTP latency") && (se.Kind != KindFlent || se.Units != "ms") {
-				t.Errorf("%s read as %+v, not a latency series of its own in ms", se.Name, se)
+			if strings.HasPrefix(se.Name, "HTTP latency") {
+				latency++
+				if se.Kind != KindFlent || se.Units != "ms" {
+					t.Errorf("%s read as %+v, not a latency series of its own in ms", se.Name, se)
+				}
 			}
+		}
+		if latency != 2 {
+			t.Errorf("%d HTTP latency series read, want 2 (one per URL list)", latency)
 		}
 	})
 	// flent's ping test where irtt is missing: its udp_rtt runner takes netperf's
