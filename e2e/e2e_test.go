@@ -223,7 +223,7 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	defer cancel()
 	// iputils runs until the run has ended, however long its set-up took: it is
 	// stopped then, and its replies are matched to the run's loaded window by time.
-	// Its payload (iputilsPayload bytes) tells its echoes apart from ours (56) on the wire.
+	// Its payload (iputilsPayload bytes) tells its echoes apart from ours on the wire.
 	ping := exec.CommandContext(ctx, "ip", "netns", "exec", inv.Testbed+"-client", "ping", "-D", "-n", "-i", "0.2", "-s", fmt.Sprint(iputilsPayload), "-w", "600", inv.Hosts["server"].TestIP)
 	// SIGINT, not SIGKILL: ping then flushes what it buffered for the pipe and exits.
 	ping.Cancel = func() error { return ping.Process.Signal(os.Interrupt) }
@@ -280,21 +280,21 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	// (microseconds), not by the bottleneck's milliseconds.
 	// The last echoes may still be on their way to the file: the capture stops once
 	// it holds every one of ours, or after 10 s (the check below names what is missing).
-	var wire map[int]float64
+	// It is read once more after tcpdump has closed it.
+	samples := run.Samples["Ping (ms) ICMP"]
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var err error
-		wire, err = echoRoundTrips(pcap, 8+defaultPingPayload)
-		if err == nil && hasEvery(wire, run.Samples["Ping (ms) ICMP"]) || time.Now().After(deadline) {
+		w, err := echoRoundTrips(pcap, ourICMPLen)
+		if err == nil && hasEvery(w, samples) || time.Now().After(deadline) {
 			break
 		}
 	}
 	t.Logf("tcpdump: %s", strings.TrimSpace(stopCapture()))
-	wire, err := echoRoundTrips(pcap, 8+defaultPingPayload)
+	wire, err := echoRoundTrips(pcap, ourICMPLen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	matched, worstDiff := 0, 0.0
-	for _, s := range run.Samples["Ping (ms) ICMP"] {
+	for _, s := range samples {
 		if s.Lost {
 			continue
 		}
@@ -335,7 +335,7 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 		}
 	}
 	maxOurs, over := 0.0, 0
-	for _, s := range run.Samples["Ping (ms) ICMP"] {
+	for _, s := range samples {
 		if !s.Lost && s.T >= loadStart && s.T <= loadEnd {
 			maxOurs = math.Max(maxOurs, s.V)
 			if s.V > bound {
@@ -345,13 +345,14 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	}
 	t.Logf("largest loaded sample: bloatbench %.2f ms, iputils %.2f ms; buffer bound %.2f ms; above the bound: %d of ours, %d of iputils'", maxOurs, slices.Max(theirs), bound, over, theirOver)
 	if allowed := theirOver + int(3*math.Sqrt(float64(over+theirOver+1))); over > allowed {
-		t.Errorf("%d of our %d samples above the %.2f ms bound, iputils only %d (allowed %d)", over, len(run.Samples["Ping (ms) ICMP"]), bound, theirOver, allowed)
+		t.Errorf("%d of our %d samples above the %.2f ms bound, iputils only %d (allowed %d)", over, len(samples), bound, theirOver, allowed)
 	}
 }
 
-// defaultPingPayload is the payload of our ICMP probes (ping's default, as
-// iputils'); iputilsPayload is another, so the capture tells the two apart.
-const defaultPingPayload, iputilsPayload = 56, 100
+// Our ICMP probes carry ping's default payload, 56 bytes (as iputils' would), so an
+// ICMP length of 64 on the wire; iputils is given iputilsPayload, so the capture
+// tells the two apart.
+const ourICMPLen, iputilsPayload = 8 + 56, 100
 
 // echoRoundTrips reads a capture taken on the pinging host: for the echoes whose
 // ICMP length is icmpLen, the round trip in ms from each request leaving to its
