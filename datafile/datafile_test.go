@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -207,4 +208,80 @@ func TestSamplesGatheredPerFlush(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The writer never writes what the reader leaves out: long texts from hosts are
+// truncated with a marker, samples are chunked, a log of "<" does not grow six-fold,
+// and the file reads back whole.
+func TestWriterStaysWithinTheReadersBounds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big"+Ext)
+	w, err := Create(path)
+	must(t, err)
+	m := testMeta()
+	m.Hosts = []Host{{Role: "server", Name: "server", Facts: map[string]string{"kernel.dmesg": strings.Repeat("d", 3*MaxText)}}}
+	must(t, w.Header(m))
+	must(t, w.AddSeries(Series{Name: "Ping (ms) ICMP", Kind: KindPing, Units: "ms"}))
+	n := 2*maxSamplesRecord + 7
+	ss := make([]Sample, n)
+	for i := range ss {
+		ss[i] = Sample{T: 1002 + float64(i)*1e-5, V: 1, Seq: i}
+	}
+	must(t, w.Append("Ping (ms) ICMP", ss))
+	long := strings.Repeat("<", MaxRecord+10) // one log line longer than a record may be
+	must(t, w.Event(Event{T: 1003, Host: "server", Level: "log", Message: long}))
+	must(t, w.State(State{Phase: "post", Host: "server", Dev: "eth0", TC: json.RawMessage(`"` + strings.Repeat("x", MaxRaw+1) + `"`)}))
+	must(t, w.Close(nil))
+
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	must(t, err)
+	longest := 0
+	for l := range strings.SplitSeq(string(mustRead(t, zr)), "\n") {
+		longest = max(longest, len(l))
+	}
+	if longest > 10<<20 {
+		t.Errorf("longest record %d bytes: want every record well below MaxRecord", longest)
+	}
+	run, err := Read(path)
+	must(t, err)
+	if run.Incomplete {
+		t.Fatalf("read back incomplete: %s", run.Error)
+	}
+	if got := len(run.Samples["Ping (ms) ICMP"]); got != n {
+		t.Errorf("%d samples read back, want %d", got, n)
+	}
+	if msg := run.Events[0].Message; len(msg) > MaxText+64 || !strings.HasPrefix(msg, "<<<") || !strings.Contains(msg, "bytes left out") {
+		t.Errorf("event of %d bytes (%.20q...): want it truncated to %d with a marker", len(msg), msg, MaxText)
+	}
+	if fact := run.Metadata.Hosts[0].Facts["kernel.dmesg"]; len(fact) > MaxText+64 || !strings.Contains(fact, "bytes left out") {
+		t.Errorf("fact of %d bytes: want it truncated with a marker", len(fact))
+	}
+	if tc := string(run.States[0].TC); !strings.Contains(tc, "left out") {
+		t.Errorf("state of %d bytes: want the kernel output replaced by a note", len(tc))
+	}
+}
+
+func TestTruncateKeepsUTF8(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc [... 3 bytes left out]"},
+		{"aé", 2, "a [... 2 bytes left out]"}, // é is two bytes: not cut in half
+	} {
+		if got := Truncate(c.in, c.n); got != c.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func mustRead(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	must(t, err)
+	return b
 }

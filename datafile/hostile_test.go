@@ -3,6 +3,8 @@ package datafile
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -63,7 +65,7 @@ func TestHostileFilesRefused(t *testing.T) {
 		{"NaN step", header("step", "NaN") + series + end, []string{`key "step"`, "NaN"}},
 		{"Infinity total_length", header("total_length", "Infinity") + series + end, []string{`key "total_length"`, "Infinity"}},
 		// 5 million points: 30 flows on them are more values than reports build.
-		{"grid of too many values", header("total_length", "50000", "step", "0.01") + manySeries + end, []string{"30 TCP and ping series", "grid"}},
+		{"grid of too many values", header("total_length", "50000", "step", "0.01") + manySeries + end, []string{"32 series, sums and aggregates", "grid"}},
 		{"NaN sample", header() + series + samples(`{"t":1003.2,"v":NaN}`) + end, []string{"record 3", `key "v"`, "NaN"}},
 		{"huge sample", header() + series + samples(`{"t":1003.2,"v":1e999}`) + end, []string{"record 3", "samples.v", "1e999"}},
 		{"absurd sample value", header() + series + samples(`{"t":1003.2,"v":1e300}`) + end, []string{"record 3", "samples[1].v", "1e+300"}},
@@ -92,9 +94,9 @@ func TestHostileFilesRefused(t *testing.T) {
 }
 
 // A gzip bomb: a small file that decompresses to more than MaxDecompressed, of lines
-// a reader accepts and ignores. The reader stops at the cap with an error, having
-// held little in memory.
-func TestGzipBombRefused(t *testing.T) {
+// a reader accepts and ignores. The reader stops at the cap, keeps what came before
+// and says where it stopped, having held little in memory.
+func TestGzipBombReadUpToTheCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a 600 MiB stream")
 	}
@@ -113,10 +115,13 @@ func TestGzipBombRefused(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err = Read(path)
+	run, err := Read(path)
 	runtime.ReadMemStats(&after)
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "512 MiB") {
-		t.Fatalf("error %v, want one naming the file and the 512 MiB cap", err)
+	if err != nil {
+		t.Fatalf("read: %v, want the run up to the cap", err)
+	}
+	if !run.Incomplete || !strings.Contains(run.Error, "512 MiB") || !strings.Contains(run.Error, "record ") {
+		t.Fatalf("incomplete %v, error %q: want the run marked incomplete at the 512 MiB cap, naming the record", run.Incomplete, run.Error)
 	}
 	if grew := after.HeapInuse - min(after.HeapInuse, before.HeapInuse); grew > 64<<20 {
 		t.Errorf("reading the bomb kept %d MiB", grew>>20)
@@ -134,5 +139,94 @@ func TestBrokenLineInTheMiddle(t *testing.T) {
 	broken := header() + series + `{"type":"samples",,}` + "\n" + samples(`{"t":1003.2,"v":2}`) + end
 	if _, err := Decode(bytes.NewReader(gz(broken))); err == nil || !strings.Contains(err.Error(), "record 3") {
 		t.Fatalf("broken middle line: err %v, want one naming record 3", err)
+	}
+}
+
+// Partial data is data: a record over a cap costs that record or what follows it,
+// never what precedes it, and the run says where it was cut.
+func TestPartialFilesKeepWhatPrecedes(t *testing.T) {
+	small := limits{bytes: 1 << 20, record: 4096, samples: 5, series: 3, events: 2, eventBytes: 1 << 20, stateBytes: 200}
+	event := func(msg string) string {
+		return `{"type":"event","event":{"t":1004,"level":"warning","message":"` + msg + `"}}` + "\n"
+	}
+	state := `{"type":"state","state":{"phase":"pre","t":1000,"host":"server","dev":"eth0","tc":[{"kind":"pfifo","bytes":1234567}]}}` + "\n"
+	two := samples(`{"t":1003.2,"v":2}`)
+	cases := []struct {
+		name     string
+		data     string
+		samples  int      // of TCP download::1 read
+		events   int      // events read
+		want     []string // all in run.Error
+		complete bool
+	}{
+		{"a long record mid-file is left out, the rest read",
+			header() + series + two + event(strings.Repeat("<", 5000)) + two + end, 4, 0,
+			[]string{"record 4", "left out", "4096 bytes"}, false},
+		{"a long last record",
+			header() + series + two + event(strings.Repeat("x", 5000)), 2, 0,
+			[]string{"record 4", "left out"}, false},
+		{"more samples than the cap: read up to the record that passes it",
+			header() + series + two + two + two + end, 4, 0,
+			[]string{"record 5", "more than 5 samples"}, false},
+		{"more series than the cap",
+			header() + series + series + series + series + two + end, 0, 0,
+			[]string{"record 5", "more than 3 series"}, false},
+		{"events past the cap are counted and left out",
+			header() + series + event("a") + event("b") + event("c") + two + end, 2, 2,
+			[]string{"1 events left out"}, false},
+		{"states past the cap are counted and left out",
+			header() + series + state + state + two + end, 2, 0,
+			[]string{"1 bottleneck states left out"}, false},
+		{"a torn last line",
+			header() + series + two + `{"type":"samples","name":"TCP download::1","samples":[{"t":10`, 2, 0,
+			[]string{"record 4 is damaged"}, false},
+		{"within every cap", header() + series + two + end, 2, 0, nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run, err := decode(t.Context(), bytes.NewReader(gz(c.data)), small)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if got := len(run.Samples["TCP download::1"]); got != c.samples {
+				t.Errorf("%d samples read, want %d", got, c.samples)
+			}
+			if len(run.Events) != c.events {
+				t.Errorf("%d events read, want %d", len(run.Events), c.events)
+			}
+			if run.Incomplete == c.complete {
+				t.Errorf("incomplete %v, want %v (error %q)", run.Incomplete, !c.complete, run.Error)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(run.Error, w) {
+					t.Errorf("error %q lacks %q", run.Error, w)
+				}
+			}
+		})
+	}
+}
+
+// A truncated gzip stream: the members before the damage are read.
+func TestTruncatedGzipKeepsCompleteMembers(t *testing.T) {
+	var b bytes.Buffer
+	for _, part := range []string{header() + series, samples(`{"t":1003.2,"v":2}`), samples(`{"t":1003.4,"v":3}`) + end} {
+		b.Write(gz(part))
+	}
+	data := b.Bytes()[:b.Len()-10] // into the last member
+	run, err := Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if got := len(run.Samples["TCP download::1"]); got < 2 || !run.Incomplete || run.Error == "" {
+		t.Fatalf("%d samples, incomplete %v, error %q: want the first members' 2 samples or more, marked incomplete", got, run.Incomplete, run.Error)
+	}
+}
+
+// A reader stops when its context is done.
+func TestDecodeStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := DecodeContext(ctx, bytes.NewReader(gz(header()+series+end))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
 	}
 }

@@ -11,25 +11,53 @@ import (
 // other), so a reader must not trust one: these bound what a file can make a reader
 // or a report allocate, far above anything a run of bloatbench writes.
 const (
-	// MaxDecompressed bounds a data file's JSON, whatever its compressed size (a gzip
-	// bomb). A reader keeps every sample in memory, about 1.4 bytes for each byte of
-	// JSON, so this keeps a reader under a gigabyte. Real files are far smaller: a
-	// 60 s run of 1024 streams is about 20 MB, and a run sampling mq+fq_codel on 4 tx
-	// queues writes about 3 KB a step, so 512 MiB holds some 9 hours of it at the
-	// default step.
+	// MaxDecompressed bounds the JSON a reader reads of one data file, whatever its
+	// compressed size (a gzip bomb): a file that holds more is read up to there and
+	// marked incomplete. Real files are far smaller: a 60 s run of 1024 streams is
+	// about 20 MB, and a run sampling mq+fq_codel on 4 tx queues writes about 3 KB a
+	// step, so 512 MiB holds some 9 hours of it at the default step. MaxSamples
+	// bounds what it becomes in memory.
 	MaxDecompressed = 512 << 20
+
+	// MaxRecord bounds one record (one line). The writer keeps every record far
+	// below it (it chunks samples and truncates texts); a longer record in a file is
+	// left out, and the records around it are read.
+	MaxRecord = 64 << 20
+
+	// MaxSamples bounds the samples a reader keeps of one file (48 bytes each in
+	// memory, so 288 MB at most): a file with more is read up to the record that
+	// passes it, and marked incomplete. It is about 10 minutes of 1024 streams at
+	// the default step, or 9 hours of a 4-stream rrul with its qdisc sampled; the
+	// bound is on objects because the JSON of a sample can be as short as "{}",
+	// 16 times smaller than the sample.
+	MaxSamples = 6_000_000
+
+	// MaxSeries bounds the series a file declares (a 1024-stream run with its
+	// bottleneck's queues has about 3,000).
+	MaxSeries = 100_000
+
+	// MaxAggregates bounds the aggregates a header declares (a test has a handful).
+	MaxAggregates = 1000
+
+	// MaxEvents and MaxEventBytes bound the events a reader keeps (warnings, hosts'
+	// errors and logs); later ones are counted and left out.
+	MaxEvents     = 100_000
+	MaxEventBytes = 64 << 20
+
+	// MaxStateBytes bounds the bottlenecks' before and after statistics a reader
+	// keeps (tc -s -j output, about 20 KB per device with many classes).
+	MaxStateBytes = 64 << 20
 
 	// MaxGridPoints bounds a run's step grid, total_length/step points, which reports
 	// put the samples on: 10 million is 23 days at the default step (0.2 s) and 27
 	// hours at the shortest (10 ms).
 	MaxGridPoints = 10_000_000
 
-	// MaxGridValues bounds the grid's points times the series reports put on it (every
-	// TCP flow and ping, a sum and an average per direction): 50 million float64 are
-	// 400 MB. A real file has a sample for about every value, and MaxDecompressed
-	// holds at most about 12 million: only a file that declares series it has no
-	// samples for comes near this.
-	MaxGridValues = 50_000_000
+	// MaxGridValues bounds the grid's points times the series reports put on it
+	// (GridValues): 20 million float64 are 160 MB. A real file has a sample for about
+	// every value, and MaxSamples holds 6 million: only a file that declares series
+	// or aggregates it has no samples for comes near this.
+	MaxGridValues = 20_000_000
 
 	// MaxTime bounds times (t0 and sample times, Unix seconds) and durations: year
 	// 33658, far beyond any clock.
@@ -41,6 +69,25 @@ const (
 	MaxValue = 1e30
 )
 
+// GridValues is how many series reports may put on a run's step grid: every series
+// (a flent export puts even the bottleneck's on it), a sum and an average per TCP
+// direction and pair, and each aggregate once for the whole run and once per pair.
+func GridValues(run *Run) int {
+	type key struct{ dir, pair string }
+	sums := map[key]bool{}
+	pairs := map[string]bool{}
+	for _, se := range run.Series {
+		if se.Kind == KindTCP {
+			sums[key{se.Direction, ""}] = true
+			sums[key{se.Direction, se.Pair}] = true
+		}
+		if se.Pair != "" {
+			pairs[se.Pair] = true
+		}
+	}
+	return len(run.Series) + 2*len(sums) + len(run.Metadata.Aggregates)*(len(pairs)+1)
+}
+
 // GridPoints is the number of points of the step grid covering total seconds:
 // point k at t0 + k*step, k from 0 to total/step. It is a float64 so that absurd
 // headers can be checked before anything is allocated for them.
@@ -48,7 +95,7 @@ func GridPoints(total, step float64) float64 { return math.Round(total/step) + 1
 
 // CheckGrid refuses a step grid that reports cannot build: the step and the total
 // length must be positive and finite, the grid at most MaxGridPoints points and,
-// with series (the TCP and ping series put on it), at most MaxGridValues values.
+// with series (the series put on it, GridValues), at most MaxGridValues values.
 // stepKey and totalKey name the keys in errors as the file spells them.
 func CheckGrid(stepKey string, step float64, totalKey string, total float64, series int) error {
 	switch {
@@ -62,9 +109,8 @@ func CheckGrid(stepKey string, step float64, totalKey string, total float64, ser
 		return fmt.Errorf("%s %v with %s %v is %.0f grid points: bloatbench reads at most %d (27 hours at a 10 ms step)",
 			totalKey, total, stepKey, step, points, MaxGridPoints)
 	}
-	// A sum and an average per direction besides the series themselves.
-	if values := points * float64(series+4); series > 0 && values > MaxGridValues {
-		return fmt.Errorf("%d TCP and ping series on a grid of %.0f points (%s %v / %s %v) are %.0f values: reports build at most %d",
+	if values := points * float64(series); series > 0 && values > MaxGridValues {
+		return fmt.Errorf("%d series, sums and aggregates on a grid of %.0f points (%s %v / %s %v) are %.0f values: reports build at most %d",
 			series, points, totalKey, total, stepKey, step, values, MaxGridValues)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,19 +13,20 @@ import (
 	"regexp"
 )
 
-// maxLine bounds one record; a samples record of one series stays far below it.
-const maxLine = 64 << 20
+// Read loads a data file. A file cut short (a controller that died), damaged, or
+// holding more than a reader takes (Limits) is read up to there and returned with
+// Incomplete set and Error saying where it was cut; a file that is not a bloatbench
+// data file is an error.
+func Read(path string) (*Run, error) { return ReadContext(context.Background(), path) }
 
-// Read loads a data file. A file cut short (a controller that died) is read up to the
-// damage and returned with Incomplete set; a file that is not a bloatbench data file
-// is an error.
-func Read(path string) (*Run, error) {
+// ReadContext is Read that stops, with ctx's error, when ctx is done.
+func ReadContext(ctx context.Context, path string) (*Run, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read data file: %w", err)
 	}
 	defer f.Close()
-	run, err := Decode(f)
+	run, err := DecodeContext(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("read data file %s: %w", path, err)
 	}
@@ -33,33 +35,77 @@ func Read(path string) (*Run, error) {
 }
 
 // Decode reads a data file's bytes.
-func Decode(r io.Reader) (*Run, error) {
+func Decode(r io.Reader) (*Run, error) { return DecodeContext(context.Background(), r) }
+
+// checkEvery is how many records pass between looks at the context: a record is
+// at most MaxRecord bytes, so even the longest take well under a second.
+const checkEvery = 256
+
+// limits are the bounds a decoder holds a file to: the Max constants, smaller in
+// tests that reach them with small files.
+type limits struct {
+	bytes                                                   int64
+	record, samples, series, events, eventBytes, stateBytes int
+}
+
+var defaultLimits = limits{bytes: MaxDecompressed, record: MaxRecord, samples: MaxSamples, series: MaxSeries,
+	events: MaxEvents, eventBytes: MaxEventBytes, stateBytes: MaxStateBytes}
+
+// DecodeContext reads a data file's bytes, stopping when ctx is done.
+func DecodeContext(ctx context.Context, r io.Reader) (*Run, error) {
+	return decode(ctx, r, defaultLimits)
+}
+
+func decode(ctx context.Context, r io.Reader, lim limits) (*Run, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("not a gzip file (is it a bloatbench data file?): %w", err)
 	}
-	sc := bufio.NewScanner(Capped(gz, MaxDecompressed))
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	lines := newLineReader(Capped(gz, lim.bytes), lim.record)
 	run := &Run{Samples: map[string][]Sample{}}
 	var sawHeader, sawEnd bool
-	var damage string
-	gridSeries := 0
+	var cut, skipped string // where reading stopped; records left out before that
+	var nSamples, stateBytes, eventBytes int
+	var dropped struct{ events, states int }
 	line := 0
-	for sc.Scan() {
+read:
+	for {
+		if line%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		b, long, err := lines.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			cut = readProblem(line+1, err, lim.bytes)
+			break
+		}
 		line++
+		if long > 0 {
+			// One record no run writes (the writer truncates and chunks below
+			// it) costs that record, not the file.
+			skipped = joinErr(skipped, fmt.Sprintf("record %d (%s) left out: longer than the %s a record may be", line, mib(long), mib(lim.record)))
+			if !sawHeader {
+				return nil, fmt.Errorf("record 1 is longer than %s: not a bloatbench data file", mib(lim.record))
+			}
+			continue
+		}
 		var rec Record
-		if name, ss, ok := parseSamplesRecord(sc.Bytes()); ok {
+		if name, ss, ok := parseSamplesRecord(b); ok {
 			rec = Record{Type: TypeSamples, Name: name, Samples: ss}
-		} else if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			problem := JSONProblem(sc.Bytes(), err)
+		} else if err := json.Unmarshal(b, &rec); err != nil {
+			problem := JSONProblem(b, err)
 			var syn *json.SyntaxError
-			if !errors.As(err, &syn) || sc.Scan() {
+			if !errors.As(err, &syn) || !lines.atEnd() {
 				// A well-formed line of the wrong types, or a broken line with more
 				// after it: not a line a dying writer cut, but a broken file.
 				return nil, fmt.Errorf("record %d: %s", line, problem)
 			}
 			// A line cut by a dying writer is the end of what can be read.
-			damage = fmt.Sprintf("record %d is damaged: %s", line, problem)
+			cut = fmt.Sprintf("record %d is damaged: %s", line, problem)
 			break
 		}
 		if !sawHeader {
@@ -78,12 +124,14 @@ func Decode(r io.Reader) (*Run, error) {
 		}
 		switch rec.Type {
 		case TypeSeries:
-			if rec.Series != nil {
-				run.Series = append(run.Series, *rec.Series)
-				if k := rec.Series.Kind; k == KindTCP || k == KindPing {
-					gridSeries++
-				}
+			if rec.Series == nil {
+				continue
 			}
+			if len(run.Series) >= lim.series {
+				cut = fmt.Sprintf("record %d: more than %d series, more than any run declares", line, lim.series)
+				break read
+			}
+			run.Series = append(run.Series, *rec.Series)
 		case TypeSamples:
 			for i, s := range rec.Samples {
 				// The key is formatted only for a sample that fails: formatting one
@@ -92,15 +140,30 @@ func Decode(r io.Reader) (*Run, error) {
 					return nil, fmt.Errorf("record %d (series %q): %w", line, rec.Name, CheckSample(fmt.Sprintf("samples[%d]", i), s))
 				}
 			}
+			if nSamples+len(rec.Samples) > lim.samples {
+				cut = fmt.Sprintf("record %d: more than %d samples, the most bloatbench reads of one file", line, lim.samples)
+				break read
+			}
+			nSamples += len(rec.Samples)
 			run.Samples[rec.Name] = append(run.Samples[rec.Name], rec.Samples...)
 		case TypeEvent:
-			if rec.Event != nil {
-				run.Events = append(run.Events, *rec.Event)
+			if rec.Event == nil {
+				continue
 			}
+			if eventBytes += len(b); len(run.Events) >= lim.events || eventBytes > lim.eventBytes {
+				dropped.events++
+				continue
+			}
+			run.Events = append(run.Events, *rec.Event)
 		case TypeState:
-			if rec.State != nil {
-				run.States = append(run.States, *rec.State)
+			if rec.State == nil {
+				continue
 			}
+			if stateBytes += len(b); stateBytes > lim.stateBytes {
+				dropped.states++
+				continue
+			}
+			run.States = append(run.States, *rec.State)
 		case TypeEnd:
 			if rec.End != nil {
 				sawEnd = true
@@ -109,37 +172,113 @@ func Decode(r io.Reader) (*Run, error) {
 			}
 		}
 	}
-	switch err := sc.Err(); {
-	case errors.Is(err, ErrTooLarge):
-		return nil, fmt.Errorf("more than %d MiB of data when decompressed, more than any run writes: a gzip bomb, or not a bloatbench data file", MaxDecompressed>>20)
-	case errors.Is(err, bufio.ErrTooLong):
-		return nil, fmt.Errorf("record %d is longer than %d MiB, which no run writes", line+1, maxLine>>20)
-	case err != nil && damage == "":
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			damage = "file is cut short"
-		} else {
-			damage = err.Error()
-		}
-	}
 	if !sawHeader {
-		if damage != "" {
-			return nil, fmt.Errorf("no readable header: %s", damage)
+		if cut != "" {
+			return nil, fmt.Errorf("no readable header: %s", cut)
 		}
 		return nil, fmt.Errorf("empty data file")
 	}
 	m := run.Metadata
-	if err := CheckGrid("metadata.step", m.Step, "metadata.total_length", m.TotalLength, gridSeries); err != nil {
+	if len(m.Aggregates) > MaxAggregates {
+		return nil, fmt.Errorf("header: %d aggregates, more than the %d bloatbench computes", len(m.Aggregates), MaxAggregates)
+	}
+	if err := CheckGrid("metadata.step", m.Step, "metadata.total_length", m.TotalLength, GridValues(run)); err != nil {
 		return nil, err
 	}
+	if dropped.events > 0 {
+		skipped = joinErr(skipped, fmt.Sprintf("%d events left out past %d events or %s", dropped.events, lim.events, mib(lim.eventBytes)))
+	}
+	if dropped.states > 0 {
+		skipped = joinErr(skipped, fmt.Sprintf("%d bottleneck states left out past %s", dropped.states, mib(lim.stateBytes)))
+	}
 	switch {
-	case damage != "":
+	case cut != "":
 		run.Incomplete = true
-		run.Error = joinErr(run.Error, damage)
+		run.Error = joinErr(run.Error, "file read up to the cut: "+cut)
 	case !sawEnd:
 		run.Incomplete = true
 		run.Error = joinErr(run.Error, "the run did not end (controller killed?)")
 	}
+	if skipped != "" {
+		run.Incomplete = true
+		run.Error = joinErr(run.Error, skipped)
+	}
 	return run, nil
+}
+
+// readProblem says why reading stopped before record n.
+func readProblem(n int, err error, capBytes int64) string {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return fmt.Sprintf("record %d: more than %s of data when decompressed, the most bloatbench reads of one file", n, mib(int(capBytes)))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("record %d: file is cut short", n)
+	}
+	return fmt.Sprintf("record %d: %v", n, err)
+}
+
+// mib writes a size for people: MiB when it is one or more, else bytes.
+func mib(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// lineReader gives a stream's lines one at a time, as bufio.Scanner does, but
+// steps over a line longer than its limit (reporting its length) instead of
+// failing the stream: one record over the cap must not cost the records after it.
+type lineReader struct {
+	r     *bufio.Reader
+	limit int
+	buf   []byte
+	err   error // what ended the stream, after its last line
+}
+
+func newLineReader(r io.Reader, limit int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+}
+
+// next returns the next line without its newline; a line past the limit comes
+// back empty with its length in long. At the end of the stream err is io.EOF.
+func (l *lineReader) next() (line []byte, long int, err error) {
+	l.buf = l.buf[:0]
+	for {
+		frag, err := l.r.ReadSlice('\n')
+		if long == 0 && len(l.buf)+len(frag) <= l.limit+1 {
+			l.buf = append(l.buf, frag...)
+		} else {
+			if long == 0 {
+				long = len(l.buf)
+				l.buf = l.buf[:0]
+			}
+			long += len(frag)
+		}
+		switch {
+		case err == nil:
+			if long > 0 {
+				return nil, long - 1, nil
+			}
+			return bytes.TrimSuffix(l.buf[:len(l.buf)-1], []byte{'\r'}), 0, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && (len(l.buf) > 0 || long > 0):
+			// A last line without a newline is still a line.
+			l.err = err
+			return l.buf, long, nil
+		}
+		l.err = err
+		return nil, 0, err
+	}
+}
+
+// atEnd says whether the stream has no line after the one last returned.
+func (l *lineReader) atEnd() bool {
+	if l.err != nil {
+		return true
+	}
+	_, err := l.r.Peek(1)
+	return err != nil
 }
 
 // lastKey finds the last object key before a position in a JSON line.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // flushEvery bounds what a controller killed mid-run can lose.
@@ -78,9 +79,83 @@ func CreateIn(dir, test, title string, start time.Time) (*Writer, string, error)
 // Ext is the data file's name ending.
 const Ext = ".bb.json.gz"
 
+// Bounds of what the writer writes, so that it never writes a record the reader
+// leaves out (MaxRecord): texts from hosts are truncated with a marker, and samples
+// are written in records of at most maxSamplesRecord.
+const (
+	// MaxText bounds an event's message, a fact, a note: 64 KiB is a long kernel
+	// log; JSON's escapes make at most 6 times as many bytes of it.
+	MaxText = 64 << 10
+	// maxFacts bounds the facts kept of one host.
+	maxFacts = 10_000
+	// MaxRaw bounds a kernel's read-back or statistics (tc -s -j output) kept as
+	// JSON: a device with thousands of classes writes a few MB.
+	MaxRaw = 16 << 20
+	// maxSamplesRecord is the most samples one record holds (about 6 MB of JSON).
+	maxSamplesRecord = 100_000
+)
+
+// Truncate cuts s to at most n bytes, on a UTF-8 boundary, and says how much it
+// left out.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(" [... %d bytes left out]", len(s)-cut)
+}
+
+// boundRaw keeps raw JSON up to MaxRaw; past it, a JSON string that says so.
+func boundRaw(raw json.RawMessage) json.RawMessage {
+	if len(raw) <= MaxRaw {
+		return raw
+	}
+	b, _ := json.Marshal(fmt.Sprintf("(%d bytes of kernel output left out: more than the %d MiB a data file keeps)", len(raw), MaxRaw>>20))
+	return b
+}
+
+// boundMetadata truncates what hosts and people put into a header.
+func boundMetadata(m Metadata) Metadata {
+	m.Note = Truncate(m.Note, MaxText)
+	m.Title = Truncate(m.Title, MaxText)
+	var hosts []Host // nil stays nil: a file reads back as it was written
+	if m.Hosts != nil {
+		hosts = make([]Host, len(m.Hosts))
+	}
+	for i, h := range m.Hosts {
+		h.Hostname, h.Kernel = Truncate(h.Hostname, MaxText), Truncate(h.Kernel, MaxText)
+		if len(h.Facts) > 0 {
+			facts := make(map[string]string, min(len(h.Facts), maxFacts))
+			for k, v := range h.Facts {
+				if len(facts) == maxFacts {
+					facts["bloatbench.facts_left_out"] = fmt.Sprint(len(h.Facts) - maxFacts)
+					break
+				}
+				facts[Truncate(k, 256)] = Truncate(v, MaxText)
+			}
+			h.Facts = facts
+		}
+		hosts[i] = h
+	}
+	m.Hosts = hosts
+	if m.Setup != nil {
+		setup := *m.Setup
+		setup.Devices = append([]SetupDevice(nil), setup.Devices...)
+		for i := range setup.Devices {
+			setup.Devices[i].ReadBack = boundRaw(setup.Devices[i].ReadBack)
+		}
+		m.Setup = &setup
+	}
+	return m
+}
+
 // Header writes the first record. It is flushed at once so that even a run that
 // dies in its first second leaves a readable file.
 func (w *Writer) Header(m Metadata) error {
+	m = boundMetadata(m)
 	if err := w.write(Record{Type: TypeHeader, Format: Format, Version: Version, Metadata: &m}); err != nil {
 		return err
 	}
@@ -123,23 +198,50 @@ func (w *Writer) Append(series string, samples []Sample) error {
 }
 
 // State records a bottleneck's statistics before or after the run.
-func (w *Writer) State(st State) error { return w.write(Record{Type: TypeState, State: &st}) }
+func (w *Writer) State(st State) error {
+	st.TC = boundRaw(st.TC)
+	return w.write(Record{Type: TypeState, State: &st})
+}
 
-// Event records a note.
-func (w *Writer) Event(e Event) error { return w.write(Record{Type: TypeEvent, Event: &e}) }
+// Event records a note; a message longer than MaxText is truncated.
+func (w *Writer) Event(e Event) error {
+	e.Message = Truncate(e.Message, MaxText)
+	e.Host = Truncate(e.Host, 256)
+	return w.write(Record{Type: TypeEvent, Event: &e})
+}
+
+// encode is a record's line. HTML is not escaped: a host's log of "<" would be six
+// times its size as "\u003c", and nothing reads the file as HTML.
+func encode(r Record) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
 
 func (w *Writer) write(r Record) error {
-	line, err := json.Marshal(r)
+	line, err := encode(r)
 	if err != nil {
 		return fmt.Errorf("encode %s record: %w", r.Type, err)
+	}
+	if len(line) > MaxRecord {
+		// The bounds above keep every record below this; a record past it would
+		// be left out by readers, so it is replaced by a note that says so.
+		line, err = encode(Record{Type: TypeEvent, Event: &Event{T: Unix(time.Now()), Level: "warning",
+			Message: fmt.Sprintf("a %s record of %d MiB was left out: longer than the %d MiB a record may be", r.Type, len(line)>>20, MaxRecord>>20)}})
+		if err != nil {
+			return fmt.Errorf("encode %s record: %w", r.Type, err)
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.usableLocked(); err != nil {
 		return err
 	}
-	w.buf.Write(line)
-	w.buf.WriteByte('\n')
+	w.buf.Write(line) // encode ends it with a newline
 	return w.flushIfDueLocked()
 }
 
@@ -157,15 +259,19 @@ func (w *Writer) flushIfDueLocked() error {
 	return nil
 }
 
-// pendingLocked moves the pending samples into the buffer, a record per series.
+// pendingLocked moves the pending samples into the buffer, a record per series
+// (or more, of maxSamplesRecord each).
 func (w *Writer) pendingLocked() error {
 	for _, name := range w.order {
-		line, err := json.Marshal(Record{Type: TypeSamples, Name: name, Samples: w.pending[name]})
-		if err != nil {
-			return fmt.Errorf("encode samples record of %q: %w", name, err)
+		for ss := w.pending[name]; len(ss) > 0; {
+			n := min(len(ss), maxSamplesRecord)
+			line, err := encode(Record{Type: TypeSamples, Name: name, Samples: ss[:n]})
+			if err != nil {
+				return fmt.Errorf("encode samples record of %q: %w", name, err)
+			}
+			w.buf.Write(line)
+			ss = ss[n:]
 		}
-		w.buf.Write(line)
-		w.buf.WriteByte('\n')
 	}
 	clear(w.pending)
 	w.order = w.order[:0]

@@ -506,7 +506,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	}
 	run.Reported = reportedMeans(md, f.Results, len(f.XValues))
 	run.GridCut = gridOnly(f, run.Series, replies)
-	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, len(run.Series)); err != nil {
+	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, datafile.GridValues(run)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return run, nil
