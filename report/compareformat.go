@@ -12,7 +12,9 @@ import (
 // WriteCompare writes comparisons in the named format. Text is the cover letter's:
 // a heading per test and condition, one summary block per setup, then the setups
 // side by side and, with repetitions, the A/B deltas with their significance. It has
-// no tabs and stays within 78 columns where the setups' names allow.
+// no tabs and stays within 78 columns where the setups' names allow. What the files
+// say (setup and series names, headings, notes) is escaped for the format, as in
+// WriteText and WriteMarkdown.
 func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) error {
 	if err := CheckFormat(format); err != nil {
 		return err
@@ -24,15 +26,16 @@ func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) err
 		return writeCompareCSV(w, cs)
 	}
 	md := format == "markdown" || format == "md"
+	esc := escaperFor(md)
 	var b strings.Builder
 	for i, c := range cs {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
 		if md {
-			fmt.Fprintf(&b, "### %s\n\n", c.Heading)
+			fmt.Fprintf(&b, "### %s\n\n", esc(c.Heading))
 		} else {
-			fmt.Fprintf(&b, "%s\n", c.Heading)
+			fmt.Fprintf(&b, "%s\n", esc(c.Heading))
 		}
 		for _, s := range c.Setups {
 			var blk strings.Builder
@@ -65,7 +68,7 @@ func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) err
 		if len(n.list) > 0 {
 			b.WriteString("\n")
 			for k, note := range n.list {
-				fmt.Fprintf(&b, "[%d] %s\n", k+1, note)
+				fmt.Fprintf(&b, "[%d] %s\n", k+1, esc(note))
 			}
 		}
 	}
@@ -96,7 +99,21 @@ func cellText(c Cell, decimals int, repeated bool, n *notes) string {
 }
 
 // table lays out a header and rows, the first column left-aligned, the others right.
+// Every cell is escaped here, where the names from the files become output; the
+// text widths are of the escaped cells.
 func table(b *strings.Builder, header []string, rows [][]string, md bool) {
+	esc := escaperFor(md)
+	escaped := func(r []string) []string {
+		out := make([]string, len(r))
+		for i, c := range r {
+			out[i] = esc(c)
+		}
+		return out
+	}
+	header = escaped(header)
+	for i, r := range rows {
+		rows[i] = escaped(r)
+	}
 	if md {
 		b.WriteString("| " + strings.Join(header, " | ") + " |\n|---|" + strings.Repeat("---:|", len(header)-1) + "\n")
 		for _, r := range rows {
@@ -186,7 +203,7 @@ func deltas(b *strings.Builder, c Comparison, n *notes, md bool) {
 	for i, s := range c.Setups {
 		key = append(key, letter(i)+" = "+s.Name)
 	}
-	fmt.Fprintf(b, "%s\n", strings.Join(key, ", "))
+	fmt.Fprintf(b, "%s\n", escaperFor(md)(strings.Join(key, ", ")))
 }
 
 // letter names setups in the deltas table, whose columns would not fit with names.
@@ -194,19 +211,19 @@ func letter(i int) string { return string(rune('A' + i%26)) }
 
 func writeCompareCSV(w io.Writer, cs []Comparison) error {
 	c := csv.NewWriter(w)
-	c.Write([]string{"heading", "test", "metric", "units", "setup", "vs", "runs", "median", "lo", "hi", "delta", "p"})
+	writeCSVRow(c, "heading", "test", "metric", "units", "setup", "vs", "runs", "median", "lo", "hi", "delta", "p")
 	for _, cmp := range cs {
 		for i, m := range cmp.Metrics {
 			for j, cell := range cmp.Cells[i] {
-				c.Write([]string{cmp.Heading, cmp.Test, m.Name, m.Units, cmp.Setups[j].Name, "", fmt.Sprint(len(cell.Values)),
-					csvNum(cell.Center), csvNum(finite(cell.Lo)), csvNum(finite(cell.Hi)), "", ""})
+				writeCSVRow(c, cmp.Heading, cmp.Test, m.Name, m.Units, cmp.Setups[j].Name, "", fmt.Sprint(len(cell.Values)),
+					csvNum(cell.Center), csvNum(finite(cell.Lo)), csvNum(finite(cell.Hi)), "", "")
 			}
 			if !cmp.Repeated() {
 				continue
 			}
 			for _, d := range cmp.Deltas[i] {
-				c.Write([]string{cmp.Heading, cmp.Test, m.Name, m.Units, cmp.Setups[d.B].Name, cmp.Setups[d.A].Name,
-					fmt.Sprintf("%d+%d", d.N1, d.N2), "", "", "", d.Text, csvNum(d.P)})
+				writeCSVRow(c, cmp.Heading, cmp.Test, m.Name, m.Units, cmp.Setups[d.B].Name, cmp.Setups[d.A].Name,
+					fmt.Sprintf("%d+%d", d.N1, d.N2), "", "", "", d.Text, csvNum(d.P))
 			}
 		}
 	}

@@ -118,7 +118,8 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // WriteFactDiffs prints FactDiffs under a heading, or nothing when the runs' hosts
-// were found alike (or recorded no facts).
+// were found alike (or recorded no facts). Host names and facts are the hosts' words,
+// escaped for the format.
 func WriteFactDiffs(w io.Writer, runs []*datafile.Run, markdown bool) {
 	diffs := FactDiffs(runs)
 	if len(diffs) == 0 {
@@ -127,56 +128,61 @@ func WriteFactDiffs(w io.Writer, runs []*datafile.Run, markdown bool) {
 	if markdown {
 		fmt.Fprintf(w, "\n**The runs' hosts differ** (as found at each run's start; runs numbered in the order given):\n\n")
 		for _, d := range diffs {
-			fmt.Fprintf(w, "- %s\n", strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`).Replace(d))
+			fmt.Fprintf(w, "- %s\n", escapeMarkdown(d, true))
 		}
 		return
 	}
 	fmt.Fprintf(w, "\nThe runs' hosts differ (as found at each run's start; runs numbered in the order given):\n")
 	for _, d := range diffs {
-		fmt.Fprintf(w, " %s\n", d)
+		fmt.Fprintf(w, " %s\n", EscapeText(d))
 	}
 }
 
 // WriteMeta prints what a data file records of its run besides samples: the test,
 // its parameters and timing, the note, the setup and what it ran, and every host
-// with its facts.
+// with its facts. Nearly all of it is the file's or the hosts' words, so each line
+// is escaped for the terminal as a whole, after formatting: a line break in a field
+// shows as \n and cannot start a line of its own.
 func WriteMeta(w io.Writer, path string, run *datafile.Run) {
 	m := run.Metadata
-	fmt.Fprintf(w, "%s\n", path)
-	fmt.Fprintf(w, "  test %s, title %q, started %s\n", m.Test, m.Title, m.StartTime.Format("2006-01-02 15:04:05 MST"))
-	fmt.Fprintf(w, "  length %gs, delay %gs, step %gs, family %s, tool %s\n", m.Length, m.Delay, m.Step, orNone(m.Family), orNone(m.ToolVersion))
+	line := func(format string, args ...any) {
+		fmt.Fprintf(w, "%s\n", EscapeText(fmt.Sprintf(format, args...)))
+	}
+	line("%s", path)
+	line("  test %s, title %q, started %s", m.Test, m.Title, m.StartTime.Format("2006-01-02 15:04:05 MST"))
+	line("  length %gs, delay %gs, step %gs, family %s, tool %s", m.Length, m.Delay, m.Step, orNone(m.Family), orNone(m.ToolVersion))
 	if len(m.Parameters) > 0 {
 		var ps []string
 		for k, v := range m.Parameters {
 			ps = append(ps, k+"="+v)
 		}
 		sort.Strings(ps)
-		fmt.Fprintf(w, "  parameters %s\n", strings.Join(ps, " "))
+		line("  parameters %s", strings.Join(ps, " "))
 	}
 	if m.Note != "" {
-		fmt.Fprintf(w, "  note %q\n", m.Note)
+		line("  note %q", m.Note)
 	}
 	if len(m.CommandLine) > 0 {
-		fmt.Fprintf(w, "  command line %q\n", m.CommandLine)
+		line("  command line %q", m.CommandLine)
 	}
 	if s := m.Setup; s != nil {
-		fmt.Fprintf(w, "  setup %s (%s, %s)\n", s.Name, s.Title, s.Source)
+		line("  setup %s (%s, %s)", s.Name, s.Title, s.Source)
 		for _, d := range s.Devices {
-			fmt.Fprintf(w, "    %s:%s\n", d.Host, d.Dev)
+			line("    %s:%s", d.Host, d.Dev)
 			for _, c := range d.Commands {
-				fmt.Fprintf(w, "      %s\n", c)
+				line("      %s", c)
 			}
 		}
 	}
 	for _, h := range m.Hosts {
-		fmt.Fprintf(w, "  host %s (%s): %s, hostname %s, kernel %s, clock offset %+.3f ms\n", h.Name, h.Role, h.SSH, h.Hostname, h.Kernel, h.ClockOffset*1e3)
+		line("  host %s (%s): %s, hostname %s, kernel %s, clock offset %+.3f ms", h.Name, h.Role, h.SSH, h.Hostname, h.Kernel, h.ClockOffset*1e3)
 		keys := make([]string, 0, len(h.Facts))
 		for k := range h.Facts {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(w, "    %s = %s\n", k, h.Facts[k])
+			line("    %s = %s", k, h.Facts[k])
 		}
 	}
 }

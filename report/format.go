@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Formats a summary can be written in.
@@ -81,45 +82,51 @@ func num(x float64) string {
 
 // WriteText writes the summary in the layout of flent's text summary, the one kernel
 // patch cover letters carry: names padded to the longest, two-decimal avg and median,
-// units, and the number of data points.
+// units, and the number of data points. What the file says (title, names, units,
+// error, warnings) is escaped for the terminal.
 func WriteText(w io.Writer, s Summary, cols Columns) error {
 	var b strings.Builder
-	b.WriteString(heading(s) + "\n")
+	b.WriteString(EscapeText(heading(s)) + "\n")
 	if s.Incomplete {
-		fmt.Fprintf(&b, " INCOMPLETE: %s\n", s.Error)
+		fmt.Fprintf(&b, " INCOMPLETE: %s\n", EscapeText(s.Error))
 	}
 	// Units take flent's seven columns, more where a row's are longer
-	// ("transactions/s"), so that the counts stay in one column.
+	// ("transactions/s"), so that the counts stay in one column. Widths are of the
+	// escaped names, in runes, as fmt pads.
+	names, units := make([]string, len(s.Rows)), make([]string, len(s.Rows))
 	width, unitsWidth := 0, 7
-	for _, r := range s.Rows {
-		width = max(width, len(r.Name))
-		unitsWidth = max(unitsWidth, len(r.Units))
+	for i, r := range s.Rows {
+		names[i], units[i] = EscapeText(r.Name), EscapeText(r.Units)
+		width = max(width, utf8.RuneCountInString(names[i]))
+		unitsWidth = max(unitsWidth, utf8.RuneCountInString(units[i]))
 	}
 	p99Head := ""
 	if cols.P99 {
 		p99Head = "          p99"
 	}
 	fmt.Fprintf(&b, "%s%s       median%s%s# data pts\n", strings.Repeat(" ", width+11), "avg", p99Head, strings.Repeat(" ", unitsWidth))
-	for _, r := range s.Rows {
+	for i, r := range s.Rows {
 		p99 := ""
 		if cols.P99 {
 			p99 = fmt.Sprintf(" %12s", num(r.P99))
 		}
-		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-*s%8d\n", width, r.Name, num(r.Avg), num(r.Median), p99, unitsWidth, r.Units, r.Points)
+		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-*s%8d\n", width, names[i], num(r.Avg), num(r.Median), p99, unitsWidth, units[i], r.Points)
 	}
 	for _, warning := range s.Warnings {
-		fmt.Fprintf(&b, " Warning: %s\n", warning)
+		fmt.Fprintf(&b, " Warning: %s\n", EscapeText(warning))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// WriteMarkdown writes the summary as a markdown table.
+// WriteMarkdown writes the summary as a markdown table. What the file says is
+// escaped as inline markdown: a title with a line break, a | or HTML in it still
+// makes one heading line and a well-formed table, and no element.
 func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s**\n\n", heading(s))
+	fmt.Fprintf(&b, "**%s**\n\n", EscapeMarkdown(heading(s)))
 	if s.Incomplete {
-		fmt.Fprintf(&b, "_Incomplete: %s_\n\n", s.Error)
+		fmt.Fprintf(&b, "_Incomplete: %s_\n\n", EscapeMarkdown(s.Error))
 	}
 	if cols.P99 {
 		b.WriteString("| series | avg | median | p99 | units | # data pts |\n|---|---:|---:|---:|---|---:|\n")
@@ -131,12 +138,12 @@ func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 		if cols.P99 {
 			p99 = " " + num(r.P99) + " |"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |%s %s | %d |\n", strings.ReplaceAll(r.Name, "|", `\|`), num(r.Avg), num(r.Median), p99, r.Units, r.Points)
+		fmt.Fprintf(&b, "| %s | %s | %s |%s %s | %d |\n", EscapeMarkdown(r.Name), num(r.Avg), num(r.Median), p99, EscapeMarkdown(r.Units), r.Points)
 	}
 	if len(s.Warnings) > 0 {
 		b.WriteString("\n")
 		for _, warning := range s.Warnings {
-			fmt.Fprintf(&b, "_Warning: %s_\n", warning)
+			fmt.Fprintf(&b, "_Warning: %s_\n", EscapeMarkdown(warning))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -146,15 +153,26 @@ func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 // WriteCSV writes one line per row of every summary, with the run in front.
 func WriteCSV(w io.Writer, sums []Summary) error {
 	c := csv.NewWriter(w)
-	c.Write([]string{"test", "title", "time", "incomplete", "series", "avg", "median", "p99", "units", "points"})
+	writeCSVRow(c, "test", "title", "time", "incomplete", "series", "avg", "median", "p99", "units", "points")
 	for _, s := range sums {
 		for _, r := range s.Rows {
-			c.Write([]string{s.Test, s.Title, s.Time, fmt.Sprint(s.Incomplete), r.Name,
-				csvNum(r.Avg), csvNum(r.Median), csvNum(r.P99), r.Units, fmt.Sprint(r.Points)})
+			writeCSVRow(c, s.Test, s.Title, s.Time, fmt.Sprint(s.Incomplete), r.Name,
+				csvNum(r.Avg), csvNum(r.Median), csvNum(r.P99), r.Units, fmt.Sprint(r.Points))
 		}
 	}
 	c.Flush()
 	return c.Error()
+}
+
+// writeCSVRow writes one record with every cell through EscapeCSV, ours too: which
+// cells a file fills is not worth tracking for the cost of missing one, and our
+// numbers pass through unchanged. A write error is kept by c, which the writers
+// check after Flush.
+func writeCSVRow(c *csv.Writer, cells ...string) {
+	for i, cell := range cells {
+		cells[i] = EscapeCSV(cell)
+	}
+	c.Write(cells)
 }
 
 func csvNum(x float64) string {

@@ -77,7 +77,8 @@ func summaryCommand() *cli.Command {
 			for _, p := range c.Args().Slice() {
 				run, err := readRun(p)
 				if err != nil {
-					return err
+					// The error can quote the file: escaped, as the tables are.
+					return report.EscapeError(err)
 				}
 				if c.Bool("meta") {
 					report.WriteMeta(c.App.Writer, p, run)
@@ -121,7 +122,7 @@ func compareFiles(c *cli.Context, paths []string, o report.Options, cols report.
 	for _, p := range paths {
 		run, err := readRun(p)
 		if err != nil {
-			return err
+			return report.EscapeError(err) // it can quote the file, as in summary
 		}
 		in = append(in, report.CompareInput(run, o))
 		runs = append(runs, run)
@@ -129,8 +130,9 @@ func compareFiles(c *cli.Context, paths []string, o report.Options, cols report.
 	if err := report.WriteCompare(c.App.Writer, c.String("format"), report.Compare(in, c.String("heading")), cols); err != nil {
 		return err
 	}
-	if f := c.String("format"); f == "text" || f == "markdown" {
-		report.WriteFactDiffs(c.App.Writer, runs, f == "markdown")
+	// "md" is markdown too: its fact list must be markdown, not text in a markdown page.
+	if f := c.String("format"); f == "text" || f == "markdown" || f == "md" {
+		report.WriteFactDiffs(c.App.Writer, runs, f != "text")
 	}
 	return nil
 }
