@@ -41,6 +41,34 @@ func Is(path string) bool {
 // times its JSON in memory; flent writes a 60 s rrul test in a few MB.
 const MaxDecompressed = 128 << 20
 
+// MaxValues bounds the JSON values (numbers, strings, nulls, objects, arrays) of a
+// flent file, counted before it is decoded: the byte cap alone let a file of "{}"
+// or "null" become 16-50 times its size in maps and interfaces. A 60 s rrul has
+// about 100,000; flent's longest tests a few million.
+const MaxValues = 4_000_000
+
+// maxCompatRecords bounds the raw records a version-1 file's results make (one per
+// series and x value), checked before they are made.
+const maxCompatRecords = 2_000_000
+
+// countValues counts the values of a JSON document from above, without decoding
+// it: one per opening bracket, comma and colon outside strings, plus one.
+func countValues(data []byte) int {
+	n, inString := 1, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ',' || c == '[' || c == '{' || c == ':'):
+			n++
+		}
+	}
+	return n
+}
+
 // formatVersion is the file format flent 2.1.1 writes and reads.
 const formatVersion = 4
 
@@ -348,6 +376,9 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if n := countValues(data); n > MaxValues {
+		return nil, fmt.Errorf("%s: about %d JSON values, more than the %d bloatbench reads of a flent file (flent writes about 100,000 for a 60 s rrul)", path, n, MaxValues)
+	}
 	var f file
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%s: not a flent data file: %s", path, datafile.JSONProblem(data, err))
@@ -372,6 +403,9 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	started, err := parseTime(str("TIME"))
 	if err != nil {
 		started = t0
+	}
+	if version == 1 && len(f.Results)*len(f.XValues) > maxCompatRecords {
+		return nil, fmt.Errorf("%s: a version-1 file of %d results x %d x_values: more than the %d values bloatbench converts", path, len(f.Results), len(f.XValues), maxCompatRecords)
 	}
 	compat(&f, version, flentUnix(t0))
 	if _, ok := md["STEP_SIZE"].(float64); !ok {

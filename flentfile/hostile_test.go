@@ -150,3 +150,63 @@ func TestFlentGzipBombRefused(t *testing.T) {
 		t.Errorf("reading the bomb allocated %d MiB, reading the cap's worth of bytes %d MiB", grew>>20, (bound-64<<20)>>20)
 	}
 }
+
+// Files whose JSON is small values that become large objects ("{}" is 3 bytes of
+// JSON and a map in memory), and version-1 files whose results would each be
+// spread over a long x_values, are refused before they are decoded or converted.
+func TestFlentFilesOfManyObjectsRefused(t *testing.T) {
+	meta := `"metadata":{"NAME":"ping","T0":"2026-12-02T10:00:00.000000","STEP_SIZE":0.2,"TOTAL_LENGTH":14}`
+	var v1 strings.Builder
+	v1.WriteString(`{"version":1,` + meta + `,"x_values":[0`)
+	v1.WriteString(strings.Repeat(",1", 100_000))
+	v1.WriteString(`],"results":{`)
+	for i := range 30 {
+		if i > 0 {
+			v1.WriteString(",")
+		}
+		v1.WriteString(`"Ping (ms) ` + string(rune('a'+i)) + `":[]`)
+	}
+	v1.WriteString("}}")
+	cases := []struct {
+		name, data string
+		want       []string
+	}{
+		{"empty objects", `{"version":4,` + meta + `,"raw_values":{"Ping (ms) ICMP":[{}` + strings.Repeat(",{}", MaxValues) + "]}}",
+			[]string{"JSON values", "4000000"}},
+		{"nulls", `{"version":4,` + meta + `,"results":{"Ping (ms) ICMP":[null` + strings.Repeat(",null", MaxValues) + "]}}",
+			[]string{"JSON values"}},
+		{"version 1, results x x_values", v1.String(), []string{"version-1", "30 results x 100001 x_values"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeGz(t, strings.ReplaceAll(c.name, " ", "-"), []byte(c.data))
+			_, err := Read(path)
+			if err == nil {
+				t.Fatal("read without error")
+			}
+			for _, w := range append(c.want, path) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCountValues(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{`1`, 1},
+		{`[1,2,3]`, 4},
+		{`{"a":1,"b":[null,{}]}`, 8}, // from above: keys count as values
+		{`"a,b:[{"`, 1},              // brackets in a string are not values
+		{`["a\",b",1]`, 3},           // nor is an escaped quote the string's end
+		{`{"x":"\\","y":2}`, 5},      // an escaped backslash is
+	} {
+		if got := countValues([]byte(c.in)); got != c.want {
+			t.Errorf("countValues(%s) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

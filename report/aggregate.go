@@ -25,13 +25,14 @@ func OnGrid(run *datafile.Run) map[string]GridSeries {
 			continue
 		}
 		samples := run.Samples[se.Name]
-		values := make([]float64, grid.N)
-		for k := range values {
-			values[k] = math.NaN()
-		}
+		var values []float64
 		if intervals(samples) {
 			values = AlignIntervals(grid, samples)
 		} else {
+			values = make([]float64, grid.N)
+			for k := range values {
+				values[k] = math.NaN()
+			}
 			for i, k := range PingSlots(grid, samples) {
 				if k >= 0 {
 					values[k] = samples[i].V
