@@ -3,10 +3,14 @@ package remote
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -113,4 +117,77 @@ func (probeKey) Type() string    { return "bloatbench-probe" }
 func (probeKey) Marshal() []byte { return []byte("\x00\x00\x00\x10bloatbench-probe") }
 func (probeKey) Verify([]byte, *ssh.Signature) error {
 	return errors.New("bloatbench-probe verifies nothing")
+}
+
+// OpenSSH's GlobalKnownHostsFile default: the host keys the administrator pinned
+// for every user. Read, never written.
+const (
+	defaultGlobalKnownHosts  = "/etc/ssh/ssh_known_hosts"
+	defaultGlobalKnownHosts2 = "/etc/ssh/ssh_known_hosts2"
+)
+
+// knownHostsCheck loads the known_hosts files that exist among files into one host
+// key check. A missing file is skipped, as ssh skips the defaults most hosts lack;
+// one that exists but cannot be read is an error naming it: checking the host
+// without it could take a key it pins as changed for a new one and accept it.
+//
+// The files go into one knownhosts callback (each is first loaded alone only so
+// that an error says which one it is): a key is then accepted when any line in any
+// file holds it, a @revoked or @cert-authority line applies whichever file it is
+// in, and a host some file knows under other keys is refused as changed, which is
+// OpenSSH's reading of several files.
+func knownHostsCheck(files []string) (ssh.HostKeyCallback, error) {
+	var existing []string
+	for _, f := range files {
+		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if _, err := knownhosts.New(f); err != nil {
+			return nil, fmt.Errorf("read known_hosts file %s: %w (fix its permissions or contents, or remove it from the configuration)", f, err)
+		}
+		existing = append(existing, f)
+	}
+	if len(existing) == 0 {
+		// Nothing pinned: every key is unknown.
+		return func(string, net.Addr, ssh.PublicKey) error { return &knownhosts.KeyError{} }, nil
+	}
+	cb, err := knownhosts.New(existing...)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts files %s: %w", strings.Join(existing, ", "), err)
+	}
+	return cb, nil
+}
+
+// knownHostsRemote stands in for the remote address knownhosts insists on (a TCP
+// one, split into host and port), which it uses only when it is given no host
+// name: the host is always looked up by name here, the address the handshake
+// dialed or the HostKeyAlias, not by whatever a ProxyCommand or jump host connects
+// to.
+func knownHostsRemote() net.Addr { return &net.TCPAddr{IP: net.IPv4zero, Port: 22} }
+
+// appendKnownHost adds a line for the host known_hosts knows as addr (host:port,
+// or the HostKeyAlias with port 22) to file, hashed as `ssh-keygen -H` does when
+// hash is set (ssh_config's HashKnownHosts), so that the file does not list the
+// hosts this user reaches.
+func appendKnownHost(file, addr string, key ssh.PublicKey, hash bool) error {
+	host := knownhosts.Normalize(addr)
+	if hash {
+		host = knownhosts.HashHostname(host)
+	}
+	line := host + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fmt.Errorf("add host key to %s: %w", file, err)
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("add host key to %s: %w", file, err)
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return fmt.Errorf("add host key to %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("add host key to %s: %w", file, err)
+	}
+	return nil
 }

@@ -1,10 +1,12 @@
 // Package remote reaches endpoints over SSH (golang.org/x/crypto/ssh): host keys
-// checked against known_hosts, keys from files and ssh-agent, ~/.ssh/config aliases
-// with ProxyJump, timeouts on connecting and on every command; and it puts the
-// bloatbench agent on a host.
+// checked against the user's and the global known_hosts (HostKeyAlias,
+// HashKnownHosts), keys from files and ssh-agent (IdentitiesOnly), ~/.ssh/config
+// aliases with ProxyJump or ProxyCommand, timeouts on connecting and on every
+// command; and it puts the bloatbench agent on a host.
 package remote
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,22 +42,65 @@ type Dialer struct {
 	// AgentSocket is ssh-agent's socket (SSH_AUTH_SOCK), or "".
 	AgentSocket string
 	// AcceptNew adds unknown host keys to known_hosts, as OpenSSH's
-	// StrictHostKeyChecking=accept-new does; changed keys are refused all the same.
+	// StrictHostKeyChecking=accept-new does; changed keys are refused all the same,
+	// whichever file (the user's or the global one) pins them.
 	AcceptNew bool
 	// Home is the user's home directory, for ~/.ssh defaults.
 	Home string
+	// GlobalKnownHosts are the system-wide known_hosts files checked for a host
+	// whose ~/.ssh/config sets no GlobalKnownHostsFile; nil is OpenSSH's default,
+	// /etc/ssh/ssh_known_hosts and /etc/ssh/ssh_known_hosts2. A field rather than
+	// a constant so that tests can point it at files of their own.
+	GlobalKnownHosts []string
 }
 
 // Target is where and how to connect, after ~/.ssh/config is applied.
 type Target struct {
-	Name           string // the inventory's host name, for messages
-	User           string
-	Addr           string // host:port
-	IdentityFiles  []string
-	KnownHosts     []string
+	Name          string // the inventory's host name, for messages
+	User          string
+	Addr          string // host:port
+	IdentityFiles []string
+	// IdentitiesOnly (IdentitiesOnly yes) offers only the IdentityFiles' keys, not
+	// the others ssh-agent holds: a server counts each key offered against its
+	// MaxAuthTries, and some must not see every key the user has.
+	IdentitiesOnly bool
+	// KnownHosts are the user's known_hosts files (the inventory's,
+	// UserKnownHostsFile, ~/.ssh/known_hosts and known_hosts2); accepted keys go to
+	// the first.
+	KnownHosts []string
+	// GlobalKnownHosts (GlobalKnownHostsFile) are checked as well, never written.
+	GlobalKnownHosts []string
+	// InventoryKnownHosts is the inventory's known_hosts file for the host (also
+	// first in KnownHosts), or "": its jump hosts are checked against it too.
+	InventoryKnownHosts string
+	// HostKeyAlias is the name the host key is looked up and recorded under
+	// instead of Addr, or "".
+	HostKeyAlias string
+	// HashKnownHosts (HashKnownHosts yes) writes accepted keys with the host name
+	// hashed.
+	HashKnownHosts bool
 	ProxyJump      []string
+	// ProxyCommand, its tokens expanded, is run with sh -c and its stdin and
+	// stdout are the connection; "" is a TCP connection to Addr.
+	ProxyCommand   string
 	ConnectTimeout time.Duration
 	CommandTimeout time.Duration
+}
+
+// knownHostsAddr is what the host's key is looked up and recorded under: Addr, or
+// the HostKeyAlias, which ssh writes as it is, without the port (port 22 is how
+// knownhosts leaves a port out).
+func (t Target) knownHostsAddr() string {
+	if t.HostKeyAlias != "" {
+		return net.JoinHostPort(t.HostKeyAlias, "22")
+	}
+	return t.Addr
+}
+
+// knownHostsFiles is every file the host key is checked against: the user's, then
+// the global ones.
+func (t Target) knownHostsFiles() []string {
+	return append(slices.Clip(t.KnownHosts), t.GlobalKnownHosts...)
 }
 
 func (d *Dialer) get(alias, key string) string {
@@ -73,6 +119,9 @@ func (d *Dialer) getAll(alias, key string) []string {
 	return v
 }
 
+// yes is ssh_config's reading of a yes/no option.
+func (d *Dialer) yes(alias, key string) bool { return strings.EqualFold(d.get(alias, key), "yes") }
+
 func (d *Dialer) expand(p, user, host string) string {
 	p = strings.NewReplacer("%d", d.Home, "%u", user, "%h", host, "%%", "%").Replace(p)
 	if p == "~" || strings.HasPrefix(p, "~/") {
@@ -83,22 +132,18 @@ func (d *Dialer) expand(p, user, host string) string {
 
 // Resolve applies ~/.ssh/config to an inventory host.
 func (d *Dialer) Resolve(h *inventory.Host) (Target, error) {
-	t, err := d.resolve(h.Name, h.SSH)
+	t, err := d.resolve(h.Name, h.SSH, h.IdentityFile, h.KnownHosts)
 	if err != nil {
 		return Target{}, err
-	}
-	if h.IdentityFile != "" {
-		t.IdentityFiles = append([]string{h.IdentityFile}, t.IdentityFiles...)
-	}
-	if h.KnownHosts != "" {
-		t.KnownHosts = append([]string{h.KnownHosts}, t.KnownHosts...)
 	}
 	t.ConnectTimeout = h.ConnectTimeout.Or(DefaultConnectTimeout)
 	t.CommandTimeout = h.CommandTimeout.Or(DefaultCommandTimeout)
 	return t, nil
 }
 
-func (d *Dialer) resolve(name, dest string) (Target, error) {
+// resolve applies ~/.ssh/config to dest. identity and knownHosts are the
+// inventory's identity_file and known_hosts, or "": they come first.
+func (d *Dialer) resolve(name, dest, identity, knownHosts string) (Target, error) {
 	usr, alias, port, err := inventory.SplitSSH(dest)
 	if err != nil {
 		return Target{}, fmt.Errorf("host %s: %w", name, err)
@@ -127,18 +172,66 @@ func (d *Dialer) resolve(name, dest string) (Target, error) {
 		port = 22
 	}
 	t.Addr = net.JoinHostPort(host, strconv.Itoa(port))
+
+	if identity != "" {
+		t.IdentityFiles = append(t.IdentityFiles, identity)
+	}
 	for _, f := range d.getAll(alias, "IdentityFile") {
 		t.IdentityFiles = append(t.IdentityFiles, d.expand(f, t.User, host))
 	}
-	for _, f := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
-		t.IdentityFiles = append(t.IdentityFiles, filepath.Join(d.Home, ".ssh", f))
+	t.IdentitiesOnly = d.yes(alias, "IdentitiesOnly")
+	// ssh tries the default keys only when no IdentityFile is given; bloatbench
+	// has always tried them after the given ones, but not when IdentitiesOnly says
+	// to offer those alone.
+	if !t.IdentitiesOnly || len(t.IdentityFiles) == 0 {
+		for _, f := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+			t.IdentityFiles = append(t.IdentityFiles, filepath.Join(d.Home, ".ssh", f))
+		}
+	}
+
+	if knownHosts != "" {
+		t.KnownHosts = append(t.KnownHosts, knownHosts)
+		t.InventoryKnownHosts = knownHosts
 	}
 	for _, f := range strings.Fields(d.get(alias, "UserKnownHostsFile")) {
-		t.KnownHosts = append(t.KnownHosts, d.expand(f, t.User, host))
+		if !strings.EqualFold(f, "none") {
+			t.KnownHosts = append(t.KnownHosts, d.expand(f, t.User, host))
+		}
 	}
-	t.KnownHosts = append(t.KnownHosts, filepath.Join(d.Home, ".ssh", "known_hosts"))
-	if pj := d.get(alias, "ProxyJump"); pj != "" && !strings.EqualFold(pj, "none") {
-		t.ProxyJump = strings.Split(pj, ",")
+	// ~/.ssh/known_hosts is read even when UserKnownHostsFile names others (which
+	// ssh would read instead): a key pinned there stays pinned, so that a changed
+	// one is refused rather than taken for a new one.
+	for _, f := range []string{"known_hosts", "known_hosts2"} {
+		if f := filepath.Join(d.Home, ".ssh", f); !slices.Contains(t.KnownHosts, f) {
+			t.KnownHosts = append(t.KnownHosts, f)
+		}
+	}
+	switch g := d.get(alias, "GlobalKnownHostsFile"); {
+	case g != "":
+		for _, f := range strings.Fields(g) {
+			if !strings.EqualFold(f, "none") {
+				t.GlobalKnownHosts = append(t.GlobalKnownHosts, d.expand(f, t.User, host))
+			}
+		}
+	case d.GlobalKnownHosts != nil:
+		t.GlobalKnownHosts = slices.Clone(d.GlobalKnownHosts)
+	default:
+		t.GlobalKnownHosts = []string{defaultGlobalKnownHosts, defaultGlobalKnownHosts2}
+	}
+	t.HostKeyAlias = d.get(alias, "HostKeyAlias")
+	t.HashKnownHosts = d.yes(alias, "HashKnownHosts")
+
+	jump, command, err := proxyOf(d.Config, alias)
+	if err != nil {
+		return Target{}, fmt.Errorf("host %s: %w", name, err)
+	}
+	if jump != "" {
+		t.ProxyJump = strings.Split(jump, ",")
+	}
+	if command != "" {
+		if t.ProxyCommand, err = expandProxyCommand(command, host, strconv.Itoa(port), t.User, alias); err != nil {
+			return Target{}, fmt.Errorf("host %s: ~/.ssh/config for %s: %w", name, alias, err)
+		}
 	}
 	return t, nil
 }
@@ -172,7 +265,10 @@ func (d *Dialer) DialTarget(ctx context.Context, t Target) (*Conn, error) {
 		if i >= maxJumps {
 			return nil, fmt.Errorf("host %s: more than %d ProxyJump hops", t.Name, maxJumps)
 		}
-		jt, err := d.resolve(t.Name+" via "+j, j)
+		// The jump hosts are checked against the inventory's known_hosts as well
+		// as their own files: the inventory that pins the host's key may pin its
+		// bastion's, and accept-new records the bastion's key there too.
+		jt, err := d.resolve(t.Name+" via "+j, j, "", t.InventoryKnownHosts)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -196,89 +292,180 @@ func (d *Dialer) DialTarget(ctx context.Context, t Target) (*Conn, error) {
 	return c, nil
 }
 
+// dialOne connects to t: through via when it is a jump host's connection, else
+// through t's ProxyCommand if it has one (a host reached through a jump host is
+// reached from there, so its own ProxyCommand does not apply, as with ssh -J), else
+// over TCP.
 func (d *Dialer) dialOne(ctx context.Context, t Target, via *ssh.Client) (*ssh.Client, error) {
-	auth, closeAuth, err := d.auth(t)
+	ctx, cancel := context.WithTimeout(ctx, t.ConnectTimeout)
+	defer cancel()
+	auth, closeAuth, err := d.auth(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAuth()
+	// The host key check's own error, not x/crypto/ssh's wrapping of it in a
+	// handshake failure: it already says what to do.
+	var hostKeyErr error
+	check := d.hostKeyCallback(t)
 	cfg := &ssh.ClientConfig{
-		User:            t.User,
-		Auth:            auth,
-		HostKeyCallback: d.hostKeyCallback(t),
+		User: t.User,
+		Auth: auth,
+		HostKeyCallback: func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+			hostKeyErr = check(hostname, remote, key)
+			return hostKeyErr
+		},
 		// The algorithms of the keys known_hosts holds for the host first, so
 		// that it presents one of those.
-		HostKeyAlgorithms: hostKeyAlgorithms(t.KnownHosts, t.Addr),
+		HostKeyAlgorithms: hostKeyAlgorithms(t.knownHostsFiles(), t.knownHostsAddr()),
 		Timeout:           t.ConnectTimeout,
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.ConnectTimeout)
-	defer cancel()
 	var nc net.Conn
-	if via != nil {
+	var proxy *proxyConn
+	how := "" // how the connection was made, for messages
+	switch {
+	case via != nil:
 		nc, err = via.DialContext(ctx, "tcp", t.Addr)
-	} else {
+	case t.ProxyCommand != "":
+		how = " through ProxyCommand " + strconv.Quote(t.ProxyCommand)
+		if proxy, err = startProxyCommand(ctx, t.ProxyCommand, t.Addr); err != nil {
+			return nil, fmt.Errorf("host %s: start ProxyCommand %q: %w (check that it runs: sh -c %s)", t.Name, t.ProxyCommand, err, Quote("exec "+t.ProxyCommand))
+		}
+		nc = proxy
+	default:
 		var nd net.Dialer
 		nc, err = nd.DialContext(ctx, "tcp", t.Addr)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("host %s: connect to %s: %w (is sshd running there, and the address right?)", t.Name, t.Addr, err)
 	}
+	// Cancelling ctx during the handshake closes the connection, which kills a
+	// ProxyCommand.
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	sc, chans, reqs, err := ssh.NewClientConn(nc, t.Addr, cfg)
 	if err != nil {
 		nc.Close()
-		var hk *HostKeyError
-		if errors.As(err, &hk) {
-			return nil, hk
+		if hostKeyErr != nil {
+			return nil, hostKeyErr
+		}
+		if proxy != nil {
+			// What the command said (nc's "Connection refused", ssh -W's errors)
+			// is why far more often than the EOF the handshake got.
+			if said := proxy.said(); said != "" {
+				err = fmt.Errorf("%w; the ProxyCommand said: %s", err, said)
+			}
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("host %s: SSH handshake with %s%s timed out after %v: %w", t.Name, t.Addr, how, t.ConnectTimeout, err)
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("host %s: SSH handshake with %s timed out after %v", t.Name, t.Addr, t.ConnectTimeout)
+			return nil, fmt.Errorf("host %s: SSH handshake with %s%s: %w (%w)", t.Name, t.Addr, how, ctx.Err(), err)
 		}
 		if !strings.Contains(err.Error(), "unable to authenticate") {
 			// Not the keys: the connection broke during the handshake.
-			return nil, fmt.Errorf("host %s: SSH handshake with %s: %w (is the host up and its sshd answering?)", t.Name, t.Addr, err)
+			return nil, fmt.Errorf("host %s: SSH handshake with %s%s: %w (is the host up and its sshd answering?)", t.Name, t.Addr, how, err)
 		}
-		return nil, fmt.Errorf("host %s: SSH to %s@%s: %w (tried keys %s and ssh-agent)", t.Name, t.User, t.Addr, err, strings.Join(t.IdentityFiles, ", "))
+		tried := "and ssh-agent"
+		if t.IdentitiesOnly {
+			tried = "(IdentitiesOnly: ssh-agent's other keys were not offered)"
+		}
+		return nil, fmt.Errorf("host %s: SSH to %s@%s: %w (tried keys %s %s)", t.Name, t.User, t.Addr, err, strings.Join(t.IdentityFiles, ", "), tried)
 	}
 	return ssh.NewClient(sc, chans, reqs), nil
 }
 
-func (d *Dialer) auth(t Target) ([]ssh.AuthMethod, func(), error) {
+func (d *Dialer) auth(ctx context.Context, t Target) ([]ssh.AuthMethod, func(), error) {
+	signers, closer, err := d.signers(ctx, t)
+	if err != nil {
+		return nil, closer, err
+	}
+	return []ssh.AuthMethod{ssh.PublicKeys(signers...)}, closer, nil
+}
+
+// signers are the keys offered to t: those of its identity files, then
+// ssh-agent's (only those of the identity files under IdentitiesOnly). closer
+// ends the agent connection, which signs during the handshake.
+func (d *Dialer) signers(ctx context.Context, t Target) ([]ssh.Signer, func(), error) {
 	var signers []ssh.Signer
+	// The identity files' public keys: under IdentitiesOnly, ssh-agent may still
+	// sign for one whose private key needs a passphrase or is not on disk, as ssh
+	// lets it.
+	var mine []ssh.PublicKey
 	for _, f := range t.IdentityFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			continue // absent defaults are normal
+			// Absent defaults are normal; a key kept only in ssh-agent may
+			// have its .pub here.
+			if pub := readPublicKey(f + ".pub"); pub != nil {
+				mine = append(mine, pub)
+			}
+			continue
 		}
 		s, err := ssh.ParsePrivateKey(b)
 		if err != nil {
 			var pm *ssh.PassphraseMissingError
 			if errors.As(err, &pm) {
-				continue // needs a passphrase: ssh-agent can offer it instead
+				// Needs a passphrase: ssh-agent can offer it instead.
+				if pm.PublicKey != nil {
+					mine = append(mine, pm.PublicKey)
+				} else if pub := readPublicKey(f + ".pub"); pub != nil {
+					mine = append(mine, pub)
+				}
+				continue
 			}
 			return nil, func() {}, fmt.Errorf("host %s: identity file %s: %w", t.Name, f, err)
 		}
 		signers = append(signers, s)
+		mine = append(mine, s.PublicKey())
 	}
 	closer := func() {}
 	if d.AgentSocket != "" {
-		if ac, err := net.Dial("unix", d.AgentSocket); err == nil {
+		var nd net.Dialer
+		if ac, err := nd.DialContext(ctx, "unix", d.AgentSocket); err == nil {
 			closer = func() { ac.Close() }
+			// An agent that hangs must not outlast the connect timeout.
+			if dl, ok := ctx.Deadline(); ok {
+				ac.SetDeadline(dl)
+			}
 			if as, err := sshagent.NewClient(ac).Signers(); err == nil {
-				signers = append(signers, as...)
+				for _, s := range as {
+					if t.IdentitiesOnly && !slices.ContainsFunc(mine, func(k ssh.PublicKey) bool { return bytes.Equal(k.Marshal(), s.PublicKey().Marshal()) }) {
+						continue
+					}
+					signers = append(signers, s)
+				}
 			}
 		}
 	}
 	if len(signers) == 0 {
+		if t.IdentitiesOnly {
+			return nil, closer, fmt.Errorf("host %s: no usable SSH key among %s, and IdentitiesOnly (~/.ssh/config) keeps ssh-agent's other keys out: "+
+				"set identity_file in the inventory or IdentityFile to a key that exists, or add that key to ssh-agent", t.Name, strings.Join(t.IdentityFiles, ", "))
+		}
 		return nil, closer, fmt.Errorf("host %s: no usable SSH key: set identity_file in the inventory, add a key to ssh-agent, or create ~/.ssh/id_ed25519", t.Name)
 	}
-	return []ssh.AuthMethod{ssh.PublicKeys(signers...)}, closer, nil
+	return signers, closer, nil
+}
+
+// readPublicKey is the key in an authorized_keys-format file (KEY.pub), or nil.
+func readPublicKey(file string) ssh.PublicKey {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	if err != nil {
+		return nil
+	}
+	return k
 }
 
 // HostKeyError is a host key refused: unknown, or changed.
 type HostKeyError struct {
-	Host, Addr  string
+	Host, Addr string
+	// KnownAs is the name looked up in known_hosts: Addr, or the HostKeyAlias.
+	KnownAs     string
 	Fingerprint string
 	KeyType     string
 	Changed     bool
@@ -287,65 +474,67 @@ type HostKeyError struct {
 }
 
 func (e *HostKeyError) Error() string {
-	if e.Changed {
-		var was []string
-		for _, k := range e.Known {
-			was = append(was, fmt.Sprintf("%s:%d has %s", k.Filename, k.Line, ssh.FingerprintSHA256(k.Key)))
-		}
-		return fmt.Sprintf("host %s (%s): HOST KEY HAS CHANGED: it presents %s %s but %s. Someone may be intercepting the connection; "+
-			"if the host was reinstalled, remove the old line (ssh-keygen -R %s -f FILE) and connect again", e.Host, e.Addr, e.KeyType, e.Fingerprint, strings.Join(was, ", "), knownhosts.Normalize(e.Addr))
+	name := knownhosts.Normalize(e.KnownAs)
+	if e.KnownAs == "" {
+		name = knownhosts.Normalize(e.Addr)
 	}
-	return fmt.Sprintf("host %s (%s): unknown host key %s %s (not in %s); nothing was run there. "+
+	if e.Changed {
+		var was, fix []string
+		seen := map[string]bool{}
+		for _, k := range e.Known {
+			was = append(was, fmt.Sprintf("%s %s (pinned in %s:%d)", k.Key.Type(), ssh.FingerprintSHA256(k.Key), k.Filename, k.Line))
+			if !seen[k.Filename] {
+				seen[k.Filename] = true
+				fix = append(fix, "ssh-keygen -R "+Quote(name)+" -f "+Quote(k.Filename))
+			}
+		}
+		return fmt.Sprintf("host %s (%s): HOST KEY HAS CHANGED: it presents %s %s, but known_hosts has %s for %s. Someone may be intercepting the connection, "+
+			"so nothing was run there, with --accept-new-host-keys or not. If the change is expected (the host was reinstalled), "+
+			"remove the old line (%s) and connect again", e.Host, e.Addr, e.KeyType, e.Fingerprint, strings.Join(was, ", "), name, strings.Join(fix, "; "))
+	}
+	return fmt.Sprintf("host %s (%s): unknown host key %s %s (%s is not in %s); nothing was run there. "+
 		"Check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub), then add it to known_hosts "+
 		"(ssh-keyscan, or one `ssh` by hand) or rerun with --accept-new-host-keys",
-		e.Host, e.Addr, e.KeyType, e.Fingerprint, strings.Join(e.Files, ", "), strings.TrimPrefix(e.KeyType, "ssh-"))
+		e.Host, e.Addr, e.KeyType, e.Fingerprint, name, strings.Join(e.Files, ", "), strings.TrimPrefix(e.KeyType, "ssh-"))
 }
 
+// hostKeyCallback checks the host key against every known_hosts file of t, the
+// user's and the global ones alike, under t's HostKeyAlias if it has one. A key
+// that any file pins otherwise is refused, with accept-new too: accept-new adds
+// only a host no file knows, to the first user file.
 func (d *Dialer) hostKeyCallback(t Target) ssh.HostKeyCallback {
-	var existing []string
-	for _, f := range t.KnownHosts {
-		if _, err := os.Stat(f); err == nil {
-			existing = append(existing, f)
+	files := t.knownHostsFiles()
+	name := t.knownHostsAddr()
+	return func(_ string, _ net.Addr, key ssh.PublicKey) error {
+		// The files are read at the handshake, not before: a jump host's
+		// accept-new may have just added to them.
+		check, err := knownHostsCheck(files)
+		if err != nil {
+			return fmt.Errorf("host %s: %w", t.Name, err)
 		}
-	}
-	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		var err error = &knownhosts.KeyError{}
-		if len(existing) > 0 {
-			cb, lerr := knownhosts.New(existing...)
-			if lerr != nil {
-				return fmt.Errorf("host %s: read known_hosts: %w", t.Name, lerr)
-			}
-			err = cb(hostname, remote, key)
-		}
+		err = check(name, knownHostsRemote(), key)
 		if err == nil {
 			return nil
 		}
+		var re *knownhosts.RevokedError
+		if errors.As(err, &re) {
+			return fmt.Errorf("host %s (%s): its host key %s %s is revoked (@revoked in %s:%d); nothing was run there. "+
+				"The host needs a new host key, pinned in known_hosts: %w", t.Name, t.Addr, key.Type(), ssh.FingerprintSHA256(key), re.Revoked.Filename, re.Revoked.Line, err)
+		}
 		var ke *knownhosts.KeyError
 		if !errors.As(err, &ke) {
-			return fmt.Errorf("host %s: check host key: %w", t.Name, err)
+			return fmt.Errorf("host %s: check host key against %s: %w", t.Name, strings.Join(files, ", "), err)
 		}
-		hk := &HostKeyError{Host: t.Name, Addr: t.Addr, Fingerprint: ssh.FingerprintSHA256(key), KeyType: key.Type(),
-			Changed: len(ke.Want) > 0, Files: t.KnownHosts, Known: ke.Want}
-		if hk.Changed || !d.AcceptNew {
+		hk := &HostKeyError{Host: t.Name, Addr: t.Addr, KnownAs: name, Fingerprint: ssh.FingerprintSHA256(key), KeyType: key.Type(),
+			Changed: len(ke.Want) > 0, Files: files, Known: ke.Want}
+		if hk.Changed || !d.AcceptNew || len(t.KnownHosts) == 0 {
 			return hk
 		}
-		return appendKnownHost(t.KnownHosts[0], hostname, key)
+		if err := appendKnownHost(t.KnownHosts[0], name, key, t.HashKnownHosts); err != nil {
+			return fmt.Errorf("host %s: accept its new host key %s: %w", t.Name, ssh.FingerprintSHA256(key), err)
+		}
+		return nil
 	}
-}
-
-func appendKnownHost(file, hostname string, key ssh.PublicKey) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return fmt.Errorf("add host key to %s: %w", file, err)
-	}
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("add host key to %s: %w", file, err)
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)); err != nil {
-		return fmt.Errorf("add host key to %s: %w", file, err)
-	}
-	return nil
 }
 
 // Close ends the connection and its jump connections.
