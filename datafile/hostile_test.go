@@ -180,6 +180,15 @@ func TestPartialFilesKeepWhatPrecedes(t *testing.T) {
 		{"a torn last line",
 			header() + series + two + `{"type":"samples","name":"TCP download::1","samples":[{"t":10`, 2, 0,
 			[]string{"record 4 is damaged"}, false},
+		{"samples outside the run are left out and counted",
+			header() + series + samples(`{"t":-100000,"v":1},{"t":900000,"v":1}`) + end, 1, 0,
+			[]string{"2 samples outside the run"}, false},
+		{"series without a name are left out and counted",
+			header() + `{"type":"series","series":{}}` + "\n" + series + two + end, 2, 0,
+			[]string{"1 series without a name"}, false},
+		{"many series without a name end the reading",
+			header() + series + two + strings.Repeat(`{"type":"series","series":{}}`+"\n", maxNameless+1) + two + end, 2, 0,
+			[]string{"record 1004", "more than 1000 series without a name"}, false},
 		{"within every cap", header() + series + two + end, 2, 0, nil, true},
 	}
 	for _, c := range cases {

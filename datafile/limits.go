@@ -22,7 +22,7 @@ const (
 	// MaxRecord bounds one record (one line). The writer keeps every record far
 	// below it (it chunks samples and truncates texts); a longer record in a file is
 	// left out, and the records around it are read.
-	MaxRecord = 64 << 20
+	MaxRecord = 16 << 20
 
 	// MaxSamples bounds the samples a reader keeps of one file (48 bytes each in
 	// memory, so 288 MB at most): a file with more is read up to the record that
@@ -33,8 +33,8 @@ const (
 	MaxSamples = 6_000_000
 
 	// MaxSeries bounds the series a file declares (a 1024-stream run with its
-	// bottleneck's queues has about 3,000).
-	MaxSeries = 100_000
+	// flows' tcp_info and its bottleneck's queues has a few thousand).
+	MaxSeries = 20_000
 
 	// MaxAggregates bounds the aggregates a header declares (a test has a handful).
 	MaxAggregates = 1000

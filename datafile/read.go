@@ -37,6 +37,15 @@ func ReadContext(ctx context.Context, path string) (*Run, error) {
 // Decode reads a data file's bytes.
 func Decode(r io.Reader) (*Run, error) { return DecodeContext(context.Background(), r) }
 
+// sampleSlack widens the span a run's samples are kept in, beyond the run's own
+// length either side: an agent's clock is corrected to the controller's, so its
+// samples are within seconds of the run.
+const sampleSlack = 3600
+
+// maxNameless is how many series without a name a reader steps over before it
+// stops: 10 million such records of 30 bytes took a minute to read.
+const maxNameless = 1000
+
 // checkEvery is how many records pass between looks at the context: a record is
 // at most MaxRecord bytes, so even the longest take well under a second.
 const checkEvery = 256
@@ -66,7 +75,12 @@ func decode(ctx context.Context, r io.Reader, lim limits) (*Run, error) {
 	var sawHeader, sawEnd bool
 	var cut, skipped string // where reading stopped; records left out before that
 	var nSamples, stateBytes, eventBytes int
-	var dropped struct{ events, states int }
+	var dropped struct{ events, states, series, samples int }
+	// Each series' records are kept as decoded and joined once at the end: appending
+	// them one by one grows a slice by a quarter at a time, and the copies it leaves
+	// behind were several times the samples in memory.
+	chunks := map[string][][]Sample{}
+	var window [2]float64 // the run's span, with room for clocks and late samples
 	line := 0
 read:
 	for {
@@ -119,12 +133,23 @@ read:
 				return nil, fmt.Errorf("header: %w", err)
 			}
 			run.Metadata = *rec.Metadata
+			m := run.Metadata
+			window = [2]float64{m.T0 - m.TotalLength - sampleSlack, m.T0 + 2*m.TotalLength + sampleSlack}
 			sawHeader = true
 			continue
 		}
 		switch rec.Type {
 		case TypeSeries:
 			if rec.Series == nil {
+				continue
+			}
+			if rec.Series.Name == "" {
+				// Nothing can name its samples. A few are a broken writer's; many
+				// are not a data file, and reading on would take minutes.
+				if dropped.series++; dropped.series > maxNameless {
+					cut = fmt.Sprintf("record %d: more than %d series without a name", line, maxNameless)
+					break read
+				}
 				continue
 			}
 			if len(run.Series) >= lim.series {
@@ -144,8 +169,19 @@ read:
 				cut = fmt.Sprintf("record %d: more than %d samples, the most bloatbench reads of one file", line, lim.samples)
 				break read
 			}
-			nSamples += len(rec.Samples)
-			run.Samples[rec.Name] = append(run.Samples[rec.Name], rec.Samples...)
+			// A sample far outside the run was not taken by it ("{}" is a sample at
+			// 0): left out and counted, not kept.
+			kept := rec.Samples[:0]
+			for _, s := range rec.Samples {
+				if s.T >= window[0] && s.T <= window[1] {
+					kept = append(kept, s)
+				}
+			}
+			dropped.samples += len(rec.Samples) - len(kept)
+			if len(kept) > 0 {
+				nSamples += len(kept)
+				chunks[rec.Name] = append(chunks[rec.Name], kept)
+			}
 		case TypeEvent:
 			if rec.Event == nil {
 				continue
@@ -172,6 +208,18 @@ read:
 			}
 		}
 	}
+	for name, cs := range chunks {
+		n := 0
+		for _, c := range cs {
+			n += len(c)
+		}
+		all := make([]Sample, 0, n)
+		for _, c := range cs {
+			all = append(all, c...)
+		}
+		run.Samples[name] = all
+		delete(chunks, name)
+	}
 	if !sawHeader {
 		if cut != "" {
 			return nil, fmt.Errorf("no readable header: %s", cut)
@@ -184,6 +232,12 @@ read:
 	}
 	if err := CheckGrid("metadata.step", m.Step, "metadata.total_length", m.TotalLength, GridValues(run)); err != nil {
 		return nil, err
+	}
+	if dropped.series > 0 {
+		skipped = joinErr(skipped, fmt.Sprintf("%d series without a name left out", dropped.series))
+	}
+	if dropped.samples > 0 {
+		skipped = joinErr(skipped, fmt.Sprintf("%d samples outside the run (before t0 - total_length or after t0 + 2 x total_length) left out", dropped.samples))
 	}
 	if dropped.events > 0 {
 		skipped = joinErr(skipped, fmt.Sprintf("%d events left out past %d events or %s", dropped.events, lim.events, mib(lim.eventBytes)))

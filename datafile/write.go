@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,11 +88,13 @@ const (
 	// MaxText bounds an event's message, a fact, a note: 64 KiB is a long kernel
 	// log; JSON's escapes make at most 6 times as many bytes of it.
 	MaxText = 64 << 10
-	// maxFacts bounds the facts kept of one host.
-	maxFacts = 10_000
+	// maxFactBytes bounds the facts kept of one host (a host has a few hundred,
+	// of some KB in all); maxFact one fact's value.
+	maxFactBytes = 1 << 20
+	maxFact      = 4 << 10
 	// MaxRaw bounds a kernel's read-back or statistics (tc -s -j output) kept as
-	// JSON: a device with thousands of classes writes a few MB.
-	MaxRaw = 16 << 20
+	// JSON: mq with 64 fq_codel children writes about 100 KB.
+	MaxRaw = 4 << 20
 	// maxSamplesRecord is the most samples one record holds (about 6 MB of JSON).
 	maxSamplesRecord = 100_000
 )
@@ -108,12 +112,17 @@ func Truncate(s string, n int) string {
 	return s[:cut] + fmt.Sprintf(" [... %d bytes left out]", len(s)-cut)
 }
 
-// boundRaw keeps raw JSON up to MaxRaw; past it, a JSON string that says so.
-func boundRaw(raw json.RawMessage) json.RawMessage {
-	if len(raw) <= MaxRaw {
+// boundRaw keeps raw JSON up to MaxRaw; past it, or with a reason, a JSON string
+// that says why it was left out.
+func boundRaw(raw json.RawMessage, reason ...string) json.RawMessage {
+	if len(raw) <= MaxRaw && len(reason) == 0 {
 		return raw
 	}
-	b, _ := json.Marshal(fmt.Sprintf("(%d bytes of kernel output left out: more than the %d MiB a data file keeps)", len(raw), MaxRaw>>20))
+	why := fmt.Sprintf("%d bytes of kernel output left out: more than the %d MiB a data file keeps", len(raw), MaxRaw>>20)
+	if len(reason) > 0 {
+		why = "kernel output left out: " + reason[0]
+	}
+	b, _ := json.Marshal("(" + why + ")")
 	return b
 }
 
@@ -128,13 +137,17 @@ func boundMetadata(m Metadata) Metadata {
 	for i, h := range m.Hosts {
 		h.Hostname, h.Kernel = Truncate(h.Hostname, MaxText), Truncate(h.Kernel, MaxText)
 		if len(h.Facts) > 0 {
-			facts := make(map[string]string, min(len(h.Facts), maxFacts))
-			for k, v := range h.Facts {
-				if len(facts) == maxFacts {
-					facts["bloatbench.facts_left_out"] = fmt.Sprint(len(h.Facts) - maxFacts)
+			// In key order, so that what is kept does not depend on map order.
+			keys := slices.Sorted(maps.Keys(h.Facts))
+			facts := make(map[string]string, len(keys))
+			size := 0
+			for i, k := range keys {
+				k2, v := Truncate(k, 256), Truncate(h.Facts[k], maxFact)
+				if size += len(k2) + len(v); size > maxFactBytes {
+					facts["bloatbench.facts_left_out"] = fmt.Sprint(len(keys) - i)
 					break
 				}
-				facts[Truncate(k, 256)] = Truncate(v, MaxText)
+				facts[k2] = v
 			}
 			h.Facts = facts
 		}
@@ -156,6 +169,13 @@ func boundMetadata(m Metadata) Metadata {
 // dies in its first second leaves a readable file.
 func (w *Writer) Header(m Metadata) error {
 	m = boundMetadata(m)
+	if line, err := encode(Record{Type: TypeHeader, Format: Format, Version: Version, Metadata: &m}); err == nil && len(line) > MaxRecord/2 && m.Setup != nil {
+		// Many devices' read-backs: the header must stay readable, the read-backs
+		// can go (the commands that made them stay).
+		for i := range m.Setup.Devices {
+			m.Setup.Devices[i].ReadBack = boundRaw(m.Setup.Devices[i].ReadBack[:0:0], "the header's read-backs were more than a record may hold")
+		}
+	}
 	if err := w.write(Record{Type: TypeHeader, Format: Format, Version: Version, Metadata: &m}); err != nil {
 		return err
 	}
