@@ -239,3 +239,18 @@ func TestDecodeStopsWhenCancelled(t *testing.T) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
 }
+
+// A record of more samples than the writer puts in one is left out before it is
+// decoded; the records around it are read.
+func TestRecordOfTooManySamplesLeftOut(t *testing.T) {
+	two := samples(`{"t":1003.2,"v":2}`)
+	data := header() + series + two + samples(strings.Repeat(`{"t":1003.4},`, maxRecordSamples)+`{"t":1003.4}`) + two + end
+	run, err := Decode(bytes.NewReader(gz(data)))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if got := len(run.Samples["TCP download::1"]); got != 4 || !run.Incomplete ||
+		!strings.Contains(run.Error, "record 4 left out: more than 1000000 samples in one record") {
+		t.Fatalf("%d samples, incomplete %v, error %q: want the 4 around record 4, which is left out", got, run.Incomplete, run.Error)
+	}
+}

@@ -42,6 +42,10 @@ func Decode(r io.Reader) (*Run, error) { return DecodeContext(context.Background
 // samples are within seconds of the run.
 const sampleSlack = 3600
 
+// maxRecordSamples is the most samples a reader decodes of one record: ten times
+// what the writer puts in one.
+const maxRecordSamples = 10 * maxSamplesRecord
+
 // maxNameless is how many series without a name a reader steps over before it
 // stops: 10 million such records of 30 bytes took a minute to read.
 const maxNameless = 1000
@@ -105,6 +109,12 @@ read:
 			if !sawHeader {
 				return nil, fmt.Errorf("record 1 is longer than %s: not a bloatbench data file", mib(lim.record))
 			}
+			continue
+		}
+		if bytes.HasPrefix(b, samplesPrefix) && bytes.Count(b, []byte{'}'}) > maxRecordSamples+1 {
+			// The writer writes at most maxSamplesRecord samples a record; this many
+			// in one would be hundreds of MB decoded ("{}" is 3 bytes, 48 in memory).
+			skipped = joinErr(skipped, fmt.Sprintf("record %d left out: more than %d samples in one record", line, maxRecordSamples))
 			continue
 		}
 		var rec Record

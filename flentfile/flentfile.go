@@ -11,6 +11,7 @@
 package flentfile
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -51,22 +52,46 @@ const MaxValues = 4_000_000
 // series and x value), checked before they are made.
 const maxCompatRecords = 2_000_000
 
-// countValues counts the values of a JSON document from above, without decoding
-// it: one per opening bracket, comma and colon outside strings, plus one.
-func countValues(data []byte) int {
-	n, inString := 1, false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
+// valueCounter passes a JSON document through while counting its values from
+// above (one per opening bracket, comma and colon outside strings, plus one), and
+// fails past a limit: the count stops a file of "{}" before it is all in memory.
+type valueCounter struct {
+	r             io.Reader
+	n, limit      int
+	inString, esc bool
+}
+
+// errTooManyValues is what a valueCounter returns past its limit.
+var errTooManyValues = errors.New("too many JSON values")
+
+func (c *valueCounter) Read(p []byte) (int, error) {
+	if c.n > c.limit {
+		return 0, errTooManyValues
+	}
+	n, err := c.r.Read(p)
+	for _, b := range p[:n] {
 		switch {
-		case inString && c == '\\':
-			i++
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ',' || c == '[' || c == '{' || c == ':'):
-			n++
+		case c.esc:
+			c.esc = false
+		case c.inString && b == '\\':
+			c.esc = true
+		case b == '"':
+			c.inString = !c.inString
+		case !c.inString && (b == ',' || b == '[' || b == '{' || b == ':'):
+			c.n++
 		}
 	}
-	return n
+	if c.n > c.limit {
+		return n, errTooManyValues
+	}
+	return n, err
+}
+
+// countValues counts a whole document's values as valueCounter does.
+func countValues(data []byte) int {
+	c := &valueCounter{r: bytes.NewReader(data), n: 1, limit: math.MaxInt}
+	io.Copy(io.Discard, c)
+	return c.n
 }
 
 // formatVersion is the file format flent 2.1.1 writes and reads.
@@ -368,16 +393,16 @@ func Read(path string) (*datafile.Run, error) {
 
 // decode reads a flent file's JSON; path names it in errors and in the run.
 func decode(path string, r io.Reader) (*datafile.Run, error) {
-	// A JSON decoder holds the whole document anyway: read it, within the cap.
-	data, err := io.ReadAll(datafile.Capped(r, MaxDecompressed))
+	// A JSON decoder holds the whole document anyway: read it, within the caps.
+	vc := &valueCounter{r: datafile.Capped(r, MaxDecompressed), n: 1, limit: MaxValues}
+	data, err := io.ReadAll(vc)
 	switch {
+	case errors.Is(err, errTooManyValues):
+		return nil, fmt.Errorf("%s: more than %d JSON values, more than bloatbench reads of a flent file (flent writes about 100,000 for a 60 s rrul)", path, MaxValues)
 	case errors.Is(err, datafile.ErrTooLarge):
 		return nil, fmt.Errorf("%s: more than %d MiB of JSON when decompressed, more than flent writes: a gzip bomb, or not a flent data file", path, MaxDecompressed>>20)
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if n := countValues(data); n > MaxValues {
-		return nil, fmt.Errorf("%s: about %d JSON values, more than the %d bloatbench reads of a flent file (flent writes about 100,000 for a 60 s rrul)", path, n, MaxValues)
 	}
 	var f file
 	if err := json.Unmarshal(data, &f); err != nil {

@@ -172,7 +172,7 @@ func TestFlentFilesOfManyObjectsRefused(t *testing.T) {
 		want       []string
 	}{
 		{"empty objects", `{"version":4,` + meta + `,"raw_values":{"Ping (ms) ICMP":[{}` + strings.Repeat(",{}", MaxValues) + "]}}",
-			[]string{"JSON values", "4000000"}},
+			[]string{"more than 4000000 JSON values"}},
 		{"nulls", `{"version":4,` + meta + `,"results":{"Ping (ms) ICMP":[null` + strings.Repeat(",null", MaxValues) + "]}}",
 			[]string{"JSON values"}},
 		{"version 1, results x x_values", v1.String(), []string{"version-1", "30 results x 100001 x_values"}},

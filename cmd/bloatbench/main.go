@@ -47,6 +47,7 @@ func newApp() *cli.App {
 }
 
 func main() {
+	limitHeapToAddressSpace()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newApp().RunContext(ctx, os.Args); err != nil {
