@@ -55,6 +55,9 @@ type Options struct {
 	Setup *qdisc.Setup
 	// JournalDir is where the undo journal goes ("" = qdisc.JournalDir()).
 	JournalDir string
+	// MarkDir is where on each host its marks of unrestored runs go ("" =
+	// qdisc.MarkDir; tests, whose fake hosts are this machine, give their own).
+	MarkDir string
 	// Note is free text kept in the data file (--note).
 	Note string
 	// Progress, when set, hears how the run goes as samples arrive: a progress bar's
@@ -561,13 +564,14 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 		return "", err
 	}
 	s.gatherFacts(ctx)
-	unlock, err := o.lockBottlenecks(eps)
+	ids := o.identities(ctx, eps)
+	unlock, err := o.lockBottlenecks(ctx, eps, ids)
 	if err != nil {
 		return "", err
 	}
 	// Deferred first, so it runs after the restore below.
 	defer unlock()
-	setup, restore, err := o.applySetup(ctx, eps)
+	setup, restore, err := o.applySetup(ctx, eps, ids)
 	if err != nil {
 		return "", err
 	}

@@ -37,12 +37,21 @@ func (o *Options) journalDir() string {
 	return qdisc.JournalDir()
 }
 
+// lockedDevs are the devices a run locks: every bottleneck and path device.
+func (o *Options) lockedDevs() []inventory.Bottleneck {
+	return append(append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...), o.Inventory.PathDevices...)
+}
+
 // lockBottlenecks makes every bottleneck this run's, with a setup or without, from
 // before its snapshot until it is put back: another run would measure this one's
 // traffic, or take its setup for the state to restore, and a `restore` would pull
-// it from under the run. The locks are keyed by the address SSH goes to, so two
-// inventories naming one machine differently still meet.
-func (o *Options) lockBottlenecks(eps []*endpoint) (unlock func(), err error) {
+// it from under the run. Each device is locked twice, by the address SSH goes to
+// and by the host's identity (machine-id and network namespace), so that two
+// inventories naming one machine differently (10.0.0.2, router.lab) still meet,
+// and a restore of a journal from before identities (keyed by address) too.
+// With the devices held, any journal that names one of them is stale: the run is
+// refused (checkStale) before it changes anything.
+func (o *Options) lockBottlenecks(ctx context.Context, eps []*endpoint, ids map[string]qdisc.HostID) (unlock func(), err error) {
 	var locks []*qdisc.DeviceLock
 	unlock = func() {
 		for _, l := range locks {
@@ -54,13 +63,21 @@ func (o *Options) lockBottlenecks(eps []*endpoint) (unlock func(), err error) {
 	if o.Setup != nil {
 		what += " with setup " + o.Setup.Name
 	}
-	for _, b := range append(append([]inventory.Bottleneck(nil), o.Inventory.Bottleneck...), o.Inventory.PathDevices...) {
-		l, err := qdisc.LockDevice(o.journalDir(), b.Host, endpointOf(eps, b.Host).conn.addr(), b.Dev, what)
+	for _, b := range o.lockedDevs() {
+		id := ids[b.Host]
+		if id.Addr == "" {
+			id.Addr = endpointOf(eps, b.Host).conn.addr()
+		}
+		l, err := qdisc.LockDeviceOf(o.journalDir(), b.Host, id, b.Dev, what)
 		if err != nil {
 			unlock()
 			return func() {}, err
 		}
 		locks = append(locks, l)
+	}
+	if err := o.checkStale(ctx, eps, ids); err != nil {
+		unlock()
+		return func() {}, err
 	}
 	return unlock, nil
 }
@@ -145,7 +162,7 @@ type applied struct {
 // the setup (and the path emulation) and reads it back. It returns the record for
 // the data file and the function that puts everything back (a no-op when the run
 // changes nothing). If applying fails, what was done is undone before it returns.
-func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, func() error, error) {
+func (o *Options) applySetup(ctx context.Context, eps []*endpoint, ids map[string]qdisc.HostID) (applied, func() error, error) {
 	noop := func() error { return nil }
 	ts, netem, err := o.targets()
 	sysctls := o.Setup != nil && len(o.Setup.Sysctls) > 0
@@ -169,6 +186,7 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, fun
 		}
 		j.States = append(j.States, st)
 		j.Hosts[t.host] = ep.host
+		j.Identities[t.host] = ids[t.host]
 	}
 	if sysctls {
 		// On every host of the run: the endpoints' TCP (tcp_ecn, the congestion
@@ -179,12 +197,17 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, fun
 				return applied{}, noop, err
 			}
 			j.Sysctls = append(j.Sysctls, sv...)
+			// What the run sets goes in before it is set: a sysctl that does not have
+			// it yet still has the value found, and restore tells the two apart.
+			j.SysctlsApplied = append(j.SysctlsApplied, o.Setup.AppliedSysctls(ep.host.Name)...)
 			j.Hosts[ep.host.Name] = ep.host
+			j.Identities[ep.host.Name] = ids[ep.host.Name]
 		}
 	}
 	if err := j.Save(dir); err != nil {
 		return applied{}, noop, err
 	}
+	o.writeMarks(ctx, eps, j)
 	restore := func() error { return o.restore(ctx, eps, j) }
 	var rec applied
 	if s := o.Setup; s != nil {
@@ -213,6 +236,15 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint) (applied, fun
 			err = fmt.Errorf("run interrupted while applying setup %s: %w", name, err)
 		}
 		if err != nil {
+			if rerr := restore(); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return applied{}, noop, err
+		}
+		// What the run left the device as, for a restore after a crash: it puts the
+		// device back only while it is still so, and leaves one changed since.
+		j.SetApplied(now)
+		if err := j.Save(dir); err != nil {
 			if rerr := restore(); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
@@ -277,7 +309,14 @@ func (o *Options) restore(ctx context.Context, eps []*endpoint, j *qdisc.Journal
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w; the state to put back is in %s: fix the cause, then run bloatbench restore --journal %s", ErrNotRestored, err, j.Path(), j.Path())
 	}
-	return j.Remove()
+	if err := j.Remove(); err != nil {
+		return err
+	}
+	// After the journal: a mark left by a failure here names a journal that is gone,
+	// which later runs from this controller pass over; the other order could leave
+	// a journal that no host's mark points to.
+	o.removeMarks(ctx, eps, j)
+	return nil
 }
 
 // recordStates writes the tc statistics of recordedDevs into the data file.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -15,8 +16,9 @@ import (
 )
 
 // journalVersion 2 added ethtool features, filters and htb class details (tc -d -raw)
-// to each state; version 1 journals are still read and compared on what they have.
-const journalVersion = 2
+// to each state; version 3 what the run applied (Applied, SysctlsApplied) and the
+// hosts' identities. Older journals are still read and compared on what they have.
+const journalVersion = 3
 
 // Journal is what a controller changed on its hosts, written before it changes
 // anything, so that `bloatbench restore` can put the hosts back after a controller
@@ -31,13 +33,97 @@ type Journal struct {
 	States    []*State                   `json:"states"`
 	// Sysctls are the values the setup's sysctls had on each host.
 	Sysctls []SysctlState `json:"sysctls,omitempty"`
-	path    string
+	// Applied are the devices as read back after the setup went on, one per state
+	// that got that far. Restore puts a device back only while it is still so: a
+	// device changed by hand since (or by a later run) is not the run's to undo.
+	Applied []*State `json:"applied,omitempty"`
+	// SysctlsApplied are the values the setup sets, per host, for the same check.
+	SysctlsApplied []SysctlState `json:"sysctls_applied,omitempty"`
+	// Identities are the hosts as they told who they are (HostIdentity) when the
+	// run started, so that a journal is matched to a machine, not to a name for it.
+	Identities map[string]HostID `json:"identities,omitempty"`
+	// Controller is the machine the run's controller ran on, with PID.
+	Controller string `json:"controller,omitempty"`
+	path       string
+}
+
+// HostID is how a journal knows a host again: the SSH address it was reached at,
+// and what the host says it is (machine-id and network namespace), which stays
+// the same under another name or address for it.
+type HostID struct {
+	Addr string `json:"addr,omitempty"`
+	ID   string `json:"id,omitempty"`
+}
+
+// Same says whether a and b are one host: by identity when both know theirs (an
+// address can name another machine later, and one machine has several), else by
+// address.
+func (a HostID) Same(b HostID) bool {
+	if a.ID != "" && b.ID != "" {
+		return a.ID == b.ID
+	}
+	return a.Addr != "" && a.Addr == b.Addr
+}
+
+// SetApplied records st as what the run left its device as, replacing an earlier
+// record of the device.
+func (j *Journal) SetApplied(st *State) {
+	for i, a := range j.Applied {
+		if a.Host == st.Host && a.Dev == st.Dev {
+			j.Applied[i] = st
+			return
+		}
+	}
+	j.Applied = append(j.Applied, st)
+}
+
+// AppliedOf is what the run left host's dev as, nil when the journal does not say
+// (an older journal, or a run killed before its read-back was written).
+func (j *Journal) AppliedOf(host, dev string) *State {
+	for _, a := range j.Applied {
+		if a.Host == host && a.Dev == dev {
+			return a
+		}
+	}
+	return nil
+}
+
+// Keep drops from the journal every device and every host's sysctls that keep does
+// not want, then rewrites it, or removes it when nothing is left: what restore has
+// settled is not retried, nor makes a later run refuse.
+func (j *Journal) Keep(keepDev func(st *State) bool, keepSysctls func(host string) bool) error {
+	var states, applied []*State
+	for _, st := range j.States {
+		if keepDev(st) {
+			states = append(states, st)
+			if a := j.AppliedOf(st.Host, st.Dev); a != nil {
+				applied = append(applied, a)
+			}
+		}
+	}
+	var sv, sa []SysctlState
+	for _, s := range j.Sysctls {
+		if keepSysctls(s.Host) {
+			sv = append(sv, s)
+		}
+	}
+	for _, s := range j.SysctlsApplied {
+		if keepSysctls(s.Host) {
+			sa = append(sa, s)
+		}
+	}
+	j.States, j.Applied, j.Sysctls, j.SysctlsApplied = states, applied, sv, sa
+	if len(j.States) == 0 && len(j.Sysctls) == 0 {
+		return j.Remove()
+	}
+	return j.Save(filepath.Dir(j.path))
 }
 
 // NewJournal starts a journal of this process for setup, from the inventory at path.
 func NewJournal(setup, inventoryPath string) *Journal {
+	hn, _ := os.Hostname()
 	return &Journal{Version: journalVersion, PID: os.Getpid(), Created: time.Now(), Setup: setup, Inventory: inventoryPath,
-		Hosts: map[string]*inventory.Host{}}
+		Hosts: map[string]*inventory.Host{}, Identities: map[string]HostID{}, Controller: hn}
 }
 
 // JournalDir is where journals live: $XDG_STATE_HOME/bloatbench/journal, or
@@ -177,23 +263,51 @@ func LoadJournal(path string) (*Journal, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	if j.Version != 1 && j.Version != journalVersion {
-		return nil, fmt.Errorf("journal %s: version %d is not one this bloatbench reads (1 or %d): restore with the bloatbench that wrote it", path, j.Version, journalVersion)
+	if j.Version < 1 || j.Version > journalVersion {
+		return nil, fmt.Errorf("journal %s: version %d is not one this bloatbench reads (1 to %d): restore with the bloatbench that wrote it", path, j.Version, journalVersion)
 	}
-	for _, st := range j.States {
+	for _, st := range append(append([]*State(nil), j.States...), j.Applied...) {
+		if st == nil {
+			return nil, fmt.Errorf("journal %s: an empty state", path)
+		}
 		st.legacy = j.Version == 1
+	}
+	// The names in a journal become paths and arguments of root's commands on the
+	// hosts (tee /proc/sys/KEY, ip link del dev IFB): a file edited or planted in the
+	// folder would be a root script. Each is checked as when the setup first made
+	// it, before anything runs.
+	if err := j.validate(); err != nil {
+		return nil, fmt.Errorf("journal %s: %w; bloatbench ran nothing from it (a journal bloatbench wrote passes: was it edited?)", path, err)
+	}
+	// Absolute, as Save writes it and as the hosts' marks name it.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
 	j.path = path
 	return &j, nil
 }
 
-// Journals lists the journal files in dir, oldest first.
+// Journals lists the journal files in dir, oldest first (their names begin with
+// the time they were made).
 func Journals(dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
 	}
+	sort.Strings(files)
 	return files, nil
+}
+
+// NewestFirst orders journals for restore: the newest first, so that on a device
+// two crashed runs left, the later run's snapshot (the earlier's setup) is undone
+// first and the earliest snapshot, the device as first found, is put back last.
+func NewestFirst(js []*Journal) {
+	sort.SliceStable(js, func(a, b int) bool {
+		if !js[a].Created.Equal(js[b].Created) {
+			return js[a].Created.After(js[b].Created)
+		}
+		return js[a].path > js[b].path
+	})
 }
 
 // ErrBusy marks a bottleneck that another run, or a restore, holds.
@@ -219,6 +333,25 @@ type Holder struct {
 type DeviceLock struct {
 	f    *os.File
 	path string
+	more []*DeviceLock // the same device's other keys (LockDeviceOf)
+}
+
+// LockDeviceOf takes the locks of device dev on the host known as id, in dir: one by
+// its address, and one by its identity when it has one. A run and a restore that
+// share either key meet: two inventories that reach one machine by different
+// addresses by the identity, a journal from before identities by the address.
+func LockDeviceOf(dir, host string, id HostID, dev, what string) (*DeviceLock, error) {
+	l, err := LockDevice(dir, host, id.Addr, dev, what)
+	if err != nil || id.ID == "" {
+		return l, err
+	}
+	byID, err := LockDevice(dir, host, "id-"+id.ID, dev, what)
+	if err != nil {
+		l.Unlock()
+		return nil, err
+	}
+	l.more = append(l.more, byID)
+	return l, nil
 }
 
 // LockDevice takes the lock of device dev on the host whose SSH address is addr
@@ -293,17 +426,25 @@ func (l *DeviceLock) Unlock() error {
 	}
 	err := l.f.Close() // closing the last descriptor drops the flock
 	l.f = nil
+	for _, m := range l.more {
+		if merr := m.Unlock(); err == nil {
+			err = merr
+		}
+	}
+	l.more = nil
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", l.path, err)
 	}
 	return nil
 }
 
-// LockForRestore takes the lock of st's device for `bloatbench restore`, next to the
-// journal, and checks the journal is still there once it holds it (a run that ended
-// meanwhile removes its journal after putting the hosts back).
+// LockForRestore takes the locks of st's device for `bloatbench restore`, next to the
+// journal, by the address the host resolves to now and by the identity the journal
+// recorded, and checks the journal is still there once it holds them (a run that
+// ended meanwhile removes its journal after putting the hosts back).
 func (j *Journal) LockForRestore(st *State, addr string) (*DeviceLock, error) {
-	l, err := LockDevice(filepath.Dir(j.path), st.Host, addr, st.Dev, "restore of "+j.path)
+	id := HostID{Addr: addr, ID: j.Identities[st.Host].ID}
+	l, err := LockDeviceOf(filepath.Dir(j.path), st.Host, id, st.Dev, "restore of "+j.path)
 	if err != nil {
 		return nil, err
 	}

@@ -167,6 +167,7 @@ func TestDeviceLockGoesWithItsProcess(t *testing.T) {
 func TestLockForRestore(t *testing.T) {
 	dir := t.TempDir()
 	j := NewJournal("mq+pfifo", "hosts.yaml")
+	j.Hosts["lab"] = &inventory.Host{Name: "lab", SSH: "root@10.0.0.1"}
 	st := &State{Host: "lab", Dev: "eth1"}
 	j.States = append(j.States, st)
 	if err := j.Save(dir); err != nil {
@@ -176,7 +177,10 @@ func TestLockForRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded, _ := LoadJournal(j.Path())
+	loaded, err := LoadJournal(j.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := loaded.LockForRestore(st, "10.0.0.1:22"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "run of setup mq+pfifo") {
 		t.Errorf("restore while the run is live: %v", err)
 	}

@@ -520,6 +520,8 @@ var restorable = map[string]func(json.RawMessage) ([]string, error){
 	"htb":        htbOpts,
 }
 
+var hexRE = regexp.MustCompile(`^[0-9a-fA-F]{1,8}$`)
+
 func noOpts(json.RawMessage) ([]string, error) { return nil, nil }
 
 func limitOpts(raw json.RawMessage) ([]string, error) {
@@ -543,7 +545,12 @@ func htbOpts(raw json.RawMessage) ([]string, error) {
 	}
 	var out []string
 	if o.Default != nil {
-		out = append(out, "default", strings.TrimPrefix(*o.Default, "0x"))
+		d := strings.TrimPrefix(*o.Default, "0x")
+		// From a journal, it is a word of tc's command line: a class minor, in hex.
+		if !hexRE.MatchString(d) {
+			return nil, fmt.Errorf("htb default %q is not a class number", *o.Default)
+		}
+		out = append(out, "default", d)
 	}
 	if o.R2Q != nil {
 		out = append(out, "r2q", strconv.FormatInt(*o.R2Q, 10))
@@ -1069,6 +1076,72 @@ func Restore(ctx context.Context, r Runner, before *State) error {
 	if err != nil {
 		return err
 	}
+	return restoreFrom(ctx, r, before, now)
+}
+
+// Verdict is what restore makes of a device a journal names, from how it is now.
+type Verdict int
+
+const (
+	// PutBack: the device is as the run left it; restore puts it back as found.
+	PutBack Verdict = iota
+	// AsFound: the device is as the run found it already (it was never changed, or
+	// was put back since): nothing to do.
+	AsFound
+	// Changed: the device is neither as found nor as the run left it: someone, or a
+	// later run, changed it since; restore leaves it alone unless forced.
+	Changed
+	// Unknown: the journal does not say what the run left (a journal from before
+	// that was recorded, or a run killed while applying): the device is put back,
+	// as restore always did.
+	Unknown
+)
+
+func (v Verdict) String() string {
+	return [...]string{"put back", "as found", "changed since", "not recorded"}[v]
+}
+
+// PlanRestore decides what to do with a device found as the journal's snapshot
+// says, left as applied (nil when not recorded), and now as now; diff says how now
+// differs from what the run left, for a Changed device.
+func PlanRestore(found, applied, now *State) (v Verdict, diff string) {
+	switch {
+	case found.Diff(now) == "":
+		return AsFound, ""
+	case applied == nil:
+		return Unknown, ""
+	}
+	if d := applied.Diff(now); d != "" {
+		return Changed, d
+	}
+	return PutBack, ""
+}
+
+// ErrChangedSince marks a device, or a sysctl, that is neither as its journal's run
+// found it nor as it left it: restore leaves it alone.
+var ErrChangedSince = errors.New("changed since the run left it")
+
+// RestoreJournaled puts a device a journal names back as found, if it is still as
+// the run left it (applied; nil when the journal does not say), or whatever it is
+// now when force is set. It returns the verdict; a Changed device is left alone
+// with an error wrapping ErrChangedSince, unless forced.
+func RestoreJournaled(ctx context.Context, r Runner, found, applied *State, force bool) (Verdict, error) {
+	now, err := Snapshot(ctx, r, found.Host, found.Dev)
+	if err != nil {
+		return 0, err
+	}
+	v, diff := PlanRestore(found, applied, now)
+	switch {
+	case v == AsFound:
+		return v, nil
+	case v == Changed && !force:
+		return v, fmt.Errorf("host %s: %s: %w (%s), and is not as it was found either, so bloatbench leaves it alone", found.Host, found.Dev, ErrChangedSince, diff)
+	}
+	return v, restoreFrom(ctx, r, found, now)
+}
+
+// restoreFrom puts the device back as before, from now, and checks it.
+func restoreFrom(ctx context.Context, r Runner, before, now *State) error {
 	if now.Diff(before) == "" {
 		return nil // nothing was changed, or it is back already
 	}

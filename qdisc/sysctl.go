@@ -97,3 +97,97 @@ func RestoreSysctls(ctx context.Context, r Runner, host string, before []SysctlS
 	}
 	return nil
 }
+
+// AppliedSysctls are the values the setup sets on host, as the kernel reads them back
+// (words single-spaced), for the journal: restore puts back only a sysctl that still
+// has them.
+func (s *Setup) AppliedSysctls(host string) []SysctlState {
+	var out []SysctlState
+	for _, k := range sysctlKeys(s.Sysctls) {
+		out = append(out, SysctlState{Host: host, Key: k, Value: strings.Join(strings.Fields(s.Sysctls[k]), " ")})
+	}
+	return out
+}
+
+// SysctlOutcome is what RestoreSysctlsJournaled did with each of a host's sysctls.
+type SysctlOutcome struct {
+	Restored, AsFound []string // keys
+	// Changed are "key = now (the run set X, found Y)" for the sysctls left alone.
+	Changed []string
+}
+
+// PlanSysctl decides as PlanRestore does for one sysctl: found and now are its values
+// before the run and now, applied what the run set ("" when the journal does not say).
+func PlanSysctl(found, applied, now string) Verdict {
+	switch {
+	case now == found:
+		return AsFound
+	case applied == "":
+		return Unknown
+	case now != applied:
+		return Changed
+	}
+	return PutBack
+}
+
+// RestoreSysctlsJournaled puts back the sysctls a journal found on host that are still
+// as its run set them (applied; all of them when force is set, or when the journal
+// does not say), and leaves alone, and names, those changed since. The error wraps
+// ErrChangedSince when some were left; a read or write that fails stops it.
+func RestoreSysctlsJournaled(ctx context.Context, r Runner, host string, before, applied []SysctlState, force bool) (SysctlOutcome, error) {
+	var out SysctlOutcome
+	set := map[string]string{}
+	for _, a := range applied {
+		if a.Host == host {
+			set[a.Key] = a.Value
+		}
+	}
+	for _, st := range before {
+		if st.Host != host {
+			continue
+		}
+		now, err := readSysctl(ctx, r, host, st.Key)
+		if err != nil {
+			return out, err
+		}
+		switch PlanSysctl(st.Value, set[st.Key], now) {
+		case AsFound:
+			out.AsFound = append(out.AsFound, st.Key)
+			continue
+		case Changed:
+			if !force {
+				out.Changed = append(out.Changed, fmt.Sprintf("%s = %q (the run set %q, found %q)", st.Key, now, set[st.Key], st.Value))
+				continue
+			}
+		}
+		if err := RestoreSysctls(ctx, r, host, []SysctlState{st}); err != nil {
+			return out, err
+		}
+		out.Restored = append(out.Restored, st.Key)
+	}
+	if len(out.Changed) > 0 {
+		return out, fmt.Errorf("host %s: sysctls %w, and not as found either, so bloatbench leaves them alone: %s", host, ErrChangedSince, strings.Join(out.Changed, "; "))
+	}
+	return out, nil
+}
+
+// identityScript prints who a host is: its machine-id, and its network namespace
+// (two lab hosts in namespaces of one machine share the machine-id, and are told
+// apart by it). Either may be missing on an odd system; the rest still says much.
+const identityScript = `cat /etc/machine-id 2>/dev/null || cat /var/lib/dbus/machine-id 2>/dev/null
+readlink /proc/self/ns/net 2>/dev/null
+true`
+
+// HostIdentity is what names a host whatever the inventory calls it or the address
+// it is reached at: "MACHINE-ID net:[INODE]". "" with an error when it says nothing.
+func HostIdentity(ctx context.Context, r Runner) (string, error) {
+	out, err := r.Output(ctx, remote.Command("sh", "-c", identityScript), nil)
+	if err != nil {
+		return "", fmt.Errorf("read the host's machine-id: %w", err)
+	}
+	id := strings.Join(strings.Fields(string(out)), " ")
+	if id == "" {
+		return "", fmt.Errorf("the host has no /etc/machine-id and no /proc/self/ns/net")
+	}
+	return id, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -64,16 +65,20 @@ func restoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "restore",
 		Usage: "put bottlenecks back as a controller that was killed left them, from its journal",
-		UsageText: "bloatbench restore [--journal FILE]\n\nExamples:\n" +
-			"   bloatbench restore                      # every journal in " + qdisc.JournalDir() + "\n" +
-			"   bloatbench restore --journal ~/.local/state/bloatbench/journal/20261129T190000.000000-4242.json",
+		UsageText: "bloatbench restore [--journal FILE] [--force]\n\nExamples:\n" +
+			"   bloatbench restore                      # every journal in " + qdisc.JournalDir() + ", newest first\n" +
+			"   bloatbench restore --journal ~/.local/state/bloatbench/journal/20261129T190000.000000-4242.json\n\n" +
+			"A device (or sysctl) is put back only while it is as the journal's run left it; one that\n" +
+			"is neither as found nor as left (changed by hand since) is left alone and named, and the\n" +
+			"journal kept: --force puts it back as found all the same.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "journal", Usage: "one journal file (default: every journal left in the journal folder)"},
+			&cli.StringSliceFlag{Name: "journal", Usage: "a journal file (repeatable; default: every journal left in the journal folder)"},
+			&cli.BoolFlag{Name: "force", Usage: "put back as found even a device or sysctl changed since the run left it"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
 		},
 		Action: func(c *cli.Context) error {
-			files := []string{c.String("journal")}
-			if files[0] == "" {
+			files := c.StringSlice("journal")
+			if len(files) == 0 {
 				var err error
 				if files, err = qdisc.Journals(qdisc.JournalDir()); err != nil {
 					return err
@@ -87,98 +92,226 @@ func restoreCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			var errs []error
-			for _, f := range files {
-				j, err := qdisc.LoadJournal(f)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				ok := true
-				var locks []*qdisc.DeviceLock // held until the journal is gone
-				for _, st := range j.States {
-					h := j.Hosts[st.Host]
-					if h == nil {
-						errs = append(errs, fmt.Errorf("journal %s: no host %s", f, st.Host))
-						ok = false
-						continue
-					}
-					// Refused, naming the holder, while a run or another restore has the device.
-					t, err := d.Resolve(h)
-					if err == nil {
-						var l *qdisc.DeviceLock
-						l, err = j.LockForRestore(st, t.Addr)
-						locks = append(locks, l)
-					}
-					if errors.Is(err, qdisc.ErrJournalGone) {
-						fmt.Fprintln(c.App.Writer, err)
-						ok = false
-						break
-					}
-					var conn *remote.Conn
-					if err == nil {
-						conn, err = d.DialTarget(c.Context, t)
-					}
-					if err == nil {
-						var r qdisc.Runner
-						if r, err = rootRunner(c, conn, h); err == nil {
-							err = qdisc.Restore(c.Context, r, st)
-						}
-						conn.Close()
-					}
-					if err != nil {
-						errs = append(errs, err)
-						ok = false
-						continue
-					}
-					fmt.Fprintf(c.App.Writer, "restored %s:%s (setup %s of %s)\n", st.Host, st.Dev, j.Setup, j.Created.Format("2006-01-02 15:04:05"))
-				}
-				// The setup's sysctls, host by host, after the devices as a run does.
-				seen := map[string]bool{}
-				for _, sv := range j.Sysctls {
-					if !ok || seen[sv.Host] {
-						continue
-					}
-					seen[sv.Host] = true
-					if err := restoreSysctls(c, d, j, sv.Host); err != nil {
-						errs = append(errs, err)
-						ok = false
-						continue
-					}
-					fmt.Fprintf(c.App.Writer, "restored the sysctls of %s (setup %s of %s)\n", sv.Host, j.Setup, j.Created.Format("2006-01-02 15:04:05"))
-				}
-				if ok {
-					if err := j.Remove(); err != nil {
-						errs = append(errs, err)
-					}
-				}
-				for _, l := range locks {
-					l.Unlock()
-				}
-			}
-			return errors.Join(errs...)
+			return restoreJournals(c, d, files, c.Bool("force"))
 		},
 	}
 }
 
-// restoreSysctls puts back the sysctls the journal found on host.
-func restoreSysctls(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, host string) error {
-	h := j.Hosts[host]
-	if h == nil {
-		return fmt.Errorf("journal %s: no host %s", j.Path(), host)
+// journalDev is one device of a journal, for the order of restores across journals.
+type journalDev struct {
+	id  qdisc.HostID
+	ssh string // the inventory's SSH destination, for journals without identities
+	dev string
+}
+
+func (a journalDev) same(b journalDev) bool {
+	if a.dev != b.dev {
+		return false
 	}
+	if (a.id.Addr != "" || a.id.ID != "") && (b.id.Addr != "" || b.id.ID != "") {
+		return a.id.Same(b.id)
+	}
+	return a.ssh != "" && a.ssh == b.ssh
+}
+
+func devOf(j *qdisc.Journal, host, dev string) journalDev {
+	jd := journalDev{id: j.Identities[host], dev: dev}
+	if h := j.Hosts[host]; h != nil {
+		jd.ssh = h.SSH
+	}
+	return jd
+}
+
+// restoreJournals restores the journals in files, newest first: on a device two
+// crashed runs left, the later run's snapshot is the earlier run's setup, so it is
+// undone first and the earliest snapshot, the device as first found, comes last.
+// A device, or a host's sysctls, is put back only while it is as its run left it
+// (unless force); one changed since is left alone, named, and kept in its journal,
+// and so is it in every older journal (each would put back a state that is not
+// the device's own). What is settled is dropped from its journal, and a journal
+// with nothing left is removed.
+func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force bool) error {
+	var errs []error
+	var js []*qdisc.Journal
+	for _, f := range files {
+		j, err := qdisc.LoadJournal(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		js = append(js, j)
+	}
+	qdisc.NewestFirst(js)
+	// Left: devices and sysctls of hosts a newer journal did not settle.
+	var leftDevs, leftHosts []journalDev
+	isLeft := func(list []journalDev, x journalDev) bool {
+		for _, l := range list {
+			if l.same(x) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, j := range js {
+		when := j.Created.Format("2006-01-02 15:04:05")
+		settled := map[*qdisc.State]bool{}
+		var locks []*qdisc.DeviceLock // held until the journal is rewritten or gone
+		gone := false
+		for _, st := range j.States {
+			jd := devOf(j, st.Host, st.Dev)
+			if isLeft(leftDevs, jd) {
+				errs = append(errs, fmt.Errorf("host %s: %s: left as it is: a newer journal for it was not restored (above); journal %s would put back what it was before that one", st.Host, st.Dev, j.Path()))
+				continue
+			}
+			v, err := restoreDevice(c, d, j, st, force, &locks)
+			if errors.Is(err, qdisc.ErrJournalGone) {
+				fmt.Fprintln(c.App.Writer, err)
+				gone = true
+				break
+			}
+			if err != nil {
+				leftDevs = append(leftDevs, jd)
+				if errors.Is(err, qdisc.ErrChangedSince) {
+					err = fmt.Errorf("%w. To put it back as found all the same: bloatbench restore --force --journal %s; to keep it as it is: rm %s", err, j.Path(), j.Path())
+				}
+				errs = append(errs, err)
+				continue
+			}
+			settled[st] = true
+			switch v {
+			case qdisc.AsFound:
+				fmt.Fprintf(c.App.Writer, "%s:%s is as setup %s of %s found it already: nothing to do\n", st.Host, st.Dev, j.Setup, when)
+			case qdisc.Changed:
+				fmt.Fprintf(c.App.Writer, "restored %s:%s (setup %s of %s), forced: it had been changed since that run left it\n", st.Host, st.Dev, j.Setup, when)
+			default:
+				fmt.Fprintf(c.App.Writer, "restored %s:%s (setup %s of %s)\n", st.Host, st.Dev, j.Setup, when)
+			}
+		}
+		// The setup's sysctls, host by host, after the devices as a run does.
+		settledHosts := map[string]bool{}
+		seen := map[string]bool{}
+		for _, sv := range j.Sysctls {
+			if gone || seen[sv.Host] {
+				continue
+			}
+			seen[sv.Host] = true
+			jd := devOf(j, sv.Host, "")
+			if isLeft(leftHosts, jd) {
+				errs = append(errs, fmt.Errorf("host %s: sysctls left as they are: a newer journal for them was not restored (above)", sv.Host))
+				continue
+			}
+			out, err := restoreSysctls(c, d, j, sv.Host, force)
+			if err != nil {
+				leftHosts = append(leftHosts, jd)
+				if errors.Is(err, qdisc.ErrChangedSince) {
+					err = fmt.Errorf("%w. To put them back as found all the same: bloatbench restore --force --journal %s", err, j.Path())
+				}
+				errs = append(errs, err)
+				continue
+			}
+			settledHosts[sv.Host] = true
+			if len(out.Restored) == 0 {
+				fmt.Fprintf(c.App.Writer, "the sysctls of %s are as setup %s of %s found them already: nothing to do\n", sv.Host, j.Setup, when)
+			} else {
+				fmt.Fprintf(c.App.Writer, "restored the sysctls of %s (setup %s of %s): %s\n", sv.Host, j.Setup, when, strings.Join(out.Restored, ", "))
+			}
+		}
+		if !gone {
+			if err := j.Keep(func(st *qdisc.State) bool { return !settled[st] }, func(h string) bool { return !settledHosts[h] }); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, l := range locks {
+			l.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// restoreDevice restores one device of a journal, holding its lock (appended to
+// locks, for the caller to release once the journal is rewritten). The host must
+// still be the one the journal was written on: another machine now at the address
+// has a device of that name that is not the journal's to undo.
+func restoreDevice(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, st *qdisc.State, force bool, locks *[]*qdisc.DeviceLock) (qdisc.Verdict, error) {
+	h := j.Hosts[st.Host]
 	t, err := d.Resolve(h)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	// Refused, naming the holder, while a run or another restore has the device.
+	l, err := j.LockForRestore(st, t.Addr)
+	if err != nil {
+		return 0, err
+	}
+	*locks = append(*locks, l)
 	conn, err := d.DialTarget(c.Context, t)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	r, err := rootRunner(c, conn, h)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return qdisc.RestoreSysctls(c.Context, r, host, j.Sysctls)
+	if err := sameMachine(c.Context, r, j, st.Host, force); err != nil {
+		return 0, err
+	}
+	v, err := qdisc.RestoreJournaled(c.Context, r, st, j.AppliedOf(st.Host, st.Dev), force)
+	if err == nil {
+		removeMark(c, r, j, st.Host, st.Dev)
+	}
+	return v, err
+}
+
+// removeMark removes the host's mark of a device (or, dev "", of its sysctls) once it
+// is settled; one left would only ask for a restore that finds nothing to do.
+func removeMark(c *cli.Context, r qdisc.Runner, j *qdisc.Journal, host, dev string) {
+	id := j.Identities[host].ID
+	if id == "" {
+		return
+	}
+	if err := qdisc.RemoveMark(c.Context, r, host, qdisc.MarkPath(qdisc.MarkDir, id, dev), j.Path()); err != nil {
+		fmt.Fprintln(c.App.ErrWriter, "bloatbench: warning:", err)
+	}
+}
+
+// sameMachine refuses a host that is not the one the journal recorded (unless
+// forced): an address can name another machine, or a new lab namespace, by now.
+func sameMachine(ctx context.Context, r qdisc.Runner, j *qdisc.Journal, host string, force bool) error {
+	want := j.Identities[host].ID
+	if want == "" || force {
+		return nil
+	}
+	got, err := qdisc.HostIdentity(ctx, r)
+	if err != nil || got == want {
+		return nil // one that cannot say is taken at its address, as before identities
+	}
+	return fmt.Errorf("host %s: %w: it is %q now, and was %q when journal %s was written: another machine (or network namespace) is at its address, whose devices are not that run's to undo, so bloatbench leaves it alone (--force to restore all the same; rm %s to drop the journal)",
+		host, qdisc.ErrChangedSince, got, want, j.Path(), j.Path())
+}
+
+// restoreSysctls puts back the sysctls the journal found on host.
+func restoreSysctls(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, host string, force bool) (qdisc.SysctlOutcome, error) {
+	h := j.Hosts[host]
+	t, err := d.Resolve(h)
+	if err != nil {
+		return qdisc.SysctlOutcome{}, err
+	}
+	conn, err := d.DialTarget(c.Context, t)
+	if err != nil {
+		return qdisc.SysctlOutcome{}, err
+	}
+	defer conn.Close()
+	r, err := rootRunner(c, conn, h)
+	if err != nil {
+		return qdisc.SysctlOutcome{}, err
+	}
+	if err := sameMachine(c.Context, r, j, host, force); err != nil {
+		return qdisc.SysctlOutcome{}, err
+	}
+	out, err := qdisc.RestoreSysctlsJournaled(c.Context, r, host, j.Sysctls, j.SysctlsApplied, force)
+	if err == nil {
+		removeMark(c, r, j, host, "")
+	}
+	return out, err
 }

@@ -49,6 +49,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "heading", Usage: "with several setups or --repeat: the condition in the comparison's heading, e.g. \"Unshaped 1gigE\""},
 			&cli.BoolFlag{Name: "flent", Usage: "also write each run as a .flent.gz that flent 2.1.1 loads, beside its data file"},
 			&cli.StringFlag{Name: "note", Usage: "free text kept in the data file (summary --meta prints it)"},
+			&cli.BoolFlag{Name: "restore-stale", Usage: "when a journal an earlier run left (killed, or not put back) names a device or host of this run, restore it first (as bloatbench restore does), rather than refuse to run"},
 		}, append(reportFlags(), labFlags("local-")...)...),
 		Action: runAction,
 	}
@@ -187,6 +188,9 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	defer sess.Close()
+	if err := restoreStale(c, sess, o); err != nil {
+		return err
+	}
 	if len(setups) > 0 {
 		// Every setup is tried on every bottleneck host before any traffic: a kernel
 		// without the qdisc fails here, with the fix, and no host is changed.
@@ -242,6 +246,29 @@ func runAction(c *cli.Context) error {
 	if len(failures) > 0 {
 		return fmt.Errorf("%d of %d runs failed (their errors are above)", len(failures), len(cycle)*c.Int("repeat"))
 	}
+	return nil
+}
+
+// restoreStale refuses the run, naming the journals and the fix, when an earlier
+// run's journal that was never restored holds one of its devices or hosts: the run
+// would measure on top of that run's setup and take it for the hosts' own state. With
+// --restore-stale it restores them first, as `bloatbench restore` would, and says so.
+// Each run checks again with its devices locked; this check comes first so that
+// nothing (not even the preflight) runs on a host that is not as it was found.
+func restoreStale(c *cli.Context, sess *controller.Session, o controller.Options) error {
+	err := sess.StaleJournals(c.Context, o)
+	var se *controller.StaleJournalsError
+	if err == nil || !errors.As(err, &se) || !c.Bool("restore-stale") {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "--restore-stale: restoring what earlier runs left first, from %s\n", strings.Join(se.Paths(), ", "))
+	if err := restoreJournals(c, o.Dialer, se.Paths(), false); err != nil {
+		return fmt.Errorf("--restore-stale: %w; nothing was run", err)
+	}
+	if err := sess.StaleJournals(c.Context, o); err != nil {
+		return fmt.Errorf("--restore-stale: after restoring: %w", err)
+	}
+	fmt.Fprintln(c.App.ErrWriter, "--restore-stale: the hosts are back as those runs found them; this run goes on")
 	return nil
 }
 
