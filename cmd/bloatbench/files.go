@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -11,12 +12,17 @@ import (
 	"github.com/bloatbench/bloatbench/htmlreport"
 )
 
-// readRun reads a bloatbench data file or a flent one, by its name.
-func readRun(path string) (*datafile.Run, error) {
+// readRun reads a bloatbench data file or a flent one, by its name. It stops when
+// ctx is done (Ctrl-C): a bloatbench file as it reads; a flent file, which is read
+// whole (128 MiB at most, a few seconds), before it starts.
+func readRun(ctx context.Context, path string) (*datafile.Run, error) {
 	if flentfile.Is(path) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		return flentfile.Read(path)
 	}
-	return datafile.Read(path)
+	return datafile.ReadContext(ctx, path)
 }
 
 func exportCommand() *cli.Command {
@@ -41,7 +47,7 @@ func exportCommand() *cli.Command {
 				return fmt.Errorf("-o names one output file; give one input, or leave -o out to write beside each input")
 			}
 			for _, p := range c.Args().Slice() {
-				run, err := datafile.Read(p)
+				run, err := datafile.ReadContext(c.Context, p)
 				if err != nil {
 					return err
 				}
@@ -73,7 +79,7 @@ func plotCommand() *cli.Command {
 			}
 			var runs []htmlreport.Run
 			for _, p := range c.Args().Slice() {
-				d, err := readRun(p)
+				d, err := readRun(c.Context, p)
 				if err != nil {
 					return err
 				}

@@ -75,7 +75,7 @@ func summaryCommand() *cli.Command {
 			}
 			var sums []report.Summary
 			for _, p := range c.Args().Slice() {
-				run, err := readRun(p)
+				run, err := readRun(c.Context, p)
 				if err != nil {
 					// The error can quote the file: escaped, as the tables are.
 					return report.EscapeError(err)
@@ -120,7 +120,7 @@ func compareFiles(c *cli.Context, paths []string, o report.Options, cols report.
 	var in []report.Compared
 	var runs []*datafile.Run
 	for _, p := range paths {
-		run, err := readRun(p)
+		run, err := readRun(c.Context, p)
 		if err != nil {
 			return report.EscapeError(err) // it can quote the file, as in summary
 		}
