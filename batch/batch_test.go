@@ -3,6 +3,7 @@ package batch
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -215,4 +216,41 @@ func TestLiveText(t *testing.T) {
 	pr.update(controller.Progress{})
 	pr.endRun()
 	pr.stop()
+}
+
+// One record too long to read (an older batch's, whose before and after outputs
+// were not bounded) costs that record, not the batch: history, the batch's end
+// and --resume read the others.
+func TestRecordsReadPastALongLine(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, RecordsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := appendRecord(f, Record{ID: id, Status: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long, _ := json.Marshal(Record{ID: "long", Status: "ok", Before: []CommandResult{{Host: "server", Run: "dmesg", Output: strings.Repeat("x", maxRecordLine)}}})
+	f.Write(append(long, '\n'))
+	// A record written now keeps its error within maxOutput.
+	if err := appendRecord(f, Record{ID: "c", Status: "failed", Error: strings.Repeat("e", 2*maxOutput)}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	recs, err := readRecords(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if got := strings.Join(ids, ","); got != "a,b,c" {
+		t.Fatalf("records %s, want a,b,c (the long one left out)", got)
+	}
+	if e := recs[2].Error; len(e) > maxOutput+64 || !strings.Contains(e, "bytes left out") {
+		t.Errorf("error of %d bytes: want it cut to %d with a marker", len(e), maxOutput)
+	}
 }

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -15,7 +16,7 @@ var HistoryMetrics = []string{"Ping (ms) ICMP loaded median", "TCP download sum"
 // Histories reads batch folders, oldest first, and makes one chart a test and
 // setup: each metric's median over every batch's runs, with the baseline batch's
 // range when baseline is given.
-func Histories(dirs []string, baseline string, metrics []string) ([]htmlreport.History, error) {
+func Histories(ctx context.Context, dirs []string, baseline string, metrics []string) ([]htmlreport.History, error) {
 	for _, m := range metrics {
 		if !knownMetric(m) {
 			return nil, fmt.Errorf("history: metric %q: one of %v", m, MetricNames())
@@ -26,7 +27,7 @@ func Histories(dirs []string, baseline string, metrics []string) ([]htmlreport.H
 	var order []string
 	seen := map[string]*group{}
 	for _, d := range dirs {
-		in, _, err := comparedRuns(d)
+		in, _, err := comparedRuns(ctx, d, false)
 		if err != nil {
 			return nil, fmt.Errorf("history: %s: %w", d, err)
 		}
@@ -41,7 +42,7 @@ func Histories(dirs []string, baseline string, metrics []string) ([]htmlreport.H
 	}
 	var base batchGroups
 	if baseline != "" {
-		in, _, err := comparedRuns(baseline)
+		in, _, err := comparedRuns(ctx, baseline, false)
 		if err != nil {
 			return nil, fmt.Errorf("history: baseline %s: %w", baseline, err)
 		}

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -340,9 +341,11 @@ func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) 
 		var errs []error
 		for _, c := range cs {
 			got, err := (*sess).Exec(ctx, c.Host, c.Run)
-			cr := CommandResult{Host: c.Host, Run: c.Run, Output: string(got)}
+			// Kept to maxOutput: a before command's dmesg must not make the
+			// record a line readers step over.
+			cr := CommandResult{Host: c.Host, Run: c.Run, Output: datafile.Truncate(string(got), maxOutput)}
 			if err != nil {
-				cr.Error = err.Error()
+				cr.Error = datafile.Truncate(err.Error(), maxOutput)
 				errs = append(errs, fmt.Errorf("%s command on %s: %w", when, c.Host, err))
 			}
 			out = append(out, cr)
@@ -366,7 +369,17 @@ func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) 
 	return end("ok", nil)
 }
 
+// maxOutput bounds a before or after command's output kept in its record (and
+// its error's text), so that a record stays far below maxRecordLine.
+const maxOutput = 256 << 10
+
+// maxRecordLine is the longest record line readRecords reads; a longer one (a
+// batch of an older bloatbench, whose outputs were not bounded) is left out with
+// its run, which then runs again on --resume.
+const maxRecordLine = 16 << 20
+
 func appendRecord(f *os.File, r Record) error {
+	r.Error = datafile.Truncate(r.Error, maxOutput)
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -389,15 +402,44 @@ func readRecords(dir string) ([]Record, error) {
 	}
 	defer f.Close()
 	var out []Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		var r Record
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.ID != "" {
-			out = append(out, r)
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := readLine(br, maxRecordLine)
+		if len(line) > 0 {
+			var r Record
+			if json.Unmarshal(line, &r) == nil && r.ID != "" {
+				out = append(out, r)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("batch records %s: %w", f.Name(), err)
 		}
 	}
-	return out, sc.Err()
+}
+
+// readLine reads one line of at most limit bytes; a longer line is read past and
+// comes back empty, so that one record cannot make the rest unreadable.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	long := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		if !long && len(line)+len(frag) <= limit {
+			line = append(line, frag...)
+		} else {
+			long, line = true, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if long {
+			return nil, err
+		}
+		return bytes.TrimSpace(line), err
+	}
 }
 
 // complete says whether a data file is there and ended as a complete run.
@@ -409,7 +451,7 @@ func complete(path string) bool {
 // finish writes summary.md, index.html and, with a baseline, verdict.json, from the
 // records of every complete run of the batch (resumes included).
 func (o *Options) finish(res *Result) error {
-	current, runs, err := comparedRuns(o.Dir)
+	current, runs, err := comparedRuns(context.Background(), o.Dir, true)
 	if err != nil {
 		return err
 	}
@@ -445,7 +487,7 @@ func (o *Options) finish(res *Result) error {
 		out.WriteString("\n")
 	}
 	if o.Baseline != "" {
-		base, _, err := comparedRuns(o.Baseline)
+		base, _, err := comparedRuns(context.Background(), o.Baseline, false)
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
@@ -491,8 +533,11 @@ func (o *Options) finish(res *Result) error {
 	return nil
 }
 
-// comparedRuns reads a batch folder's complete runs, in the order they ran.
-func comparedRuns(dir string) ([]report.Compared, []htmlreport.Run, error) {
+// comparedRuns reads a batch folder's complete runs, in the order they ran: their
+// summaries, and with keep their data for charts. Without keep each run's samples
+// are let go once summarised, so that history over many batches holds rows, not
+// every batch's samples.
+func comparedRuns(ctx context.Context, dir string, keep bool) ([]report.Compared, []htmlreport.Run, error) {
 	records, err := readRecords(dir)
 	if err != nil {
 		return nil, nil, err
@@ -504,13 +549,18 @@ func comparedRuns(dir string) ([]report.Compared, []htmlreport.Run, error) {
 		if r.Status != "ok" || seen[r.ID] {
 			continue
 		}
-		run, err := datafile.Read(filepath.Join(dir, r.Data))
+		run, err := datafile.ReadContext(ctx, filepath.Join(dir, r.Data))
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
 		if err != nil || run.Incomplete {
 			continue
 		}
 		seen[r.ID] = true
 		cs = append(cs, report.CompareInput(run, report.Options{}))
-		hs = append(hs, htmlreport.RunOf(run))
+		if keep {
+			hs = append(hs, htmlreport.RunOf(run))
+		}
 	}
 	return cs, hs, nil
 }

@@ -174,7 +174,7 @@ func historyCommand() *cli.Command {
 			if len(metrics) == 0 {
 				metrics = batch.HistoryMetrics
 			}
-			hs, err := batch.Histories(c.Args().Slice(), c.String("baseline"), metrics)
+			hs, err := batch.Histories(c.Context, c.Args().Slice(), c.String("baseline"), metrics)
 			if err != nil {
 				return err
 			}
