@@ -26,8 +26,8 @@ const (
 
 	// MaxSamples bounds the samples a reader keeps of one file (48 bytes each in
 	// memory, so 288 MB at most): a file with more is read up to the record that
-	// passes it, and marked incomplete. It is about 10 minutes of 1024 streams at
-	// the default step, or 9 hours of a 4-stream rrul with its qdisc sampled; the
+	// passes it, and marked incomplete. It is about 20 minutes of 1024 streams
+	// (5,000 samples a second), or 9 hours of a 4-stream rrul with its qdisc sampled; the
 	// bound is on objects because the JSON of a sample can be as short as "{}",
 	// 16 times smaller than the sample.
 	MaxSamples = 6_000_000

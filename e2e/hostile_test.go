@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -113,5 +115,36 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ctrl-C ends an offline verb even while its read is blocked: summary of a named
+// pipe that never ends (the writer holds it open) exits 130 on SIGINT. The signal
+// goes once summary has opened the pipe, so its handler is in place.
+func TestInterruptEndsSummary(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "run.bb.json.gz")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "summary", fifo)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	must(t, cmd.Start())
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once summary has opened it
+	must(t, err)
+	defer w.Close()
+	zw := gzip.NewWriter(w)
+	zw.Write([]byte(`{"type":"header","format":"bloatbench-data","version":1,"metadata":{"t0":1000,"step":0.2,"total_length":14}}` + "\n"))
+	zw.Flush()
+	must(t, cmd.Process.Signal(os.Interrupt))
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Fatalf("summary after SIGINT: %v (context %v), want exit 130\n%s", err, ctx.Err(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr %q: want it to say interrupted", stderr.String())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -162,22 +163,34 @@ func Export(run *datafile.Run, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("export to flent: %w", err)
 	}
-	out, err := os.Create(path)
+	// Written beside the path and renamed into place: an export stopped midway
+	// (Ctrl-C, a full disk) leaves no half file for flent to choke on.
+	out, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return "", fmt.Errorf("export to flent: %w", err)
+	}
+	fail := func(err error) (string, error) {
+		out.Close()
+		os.Remove(out.Name())
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	zw := gzip.NewWriter(out)
 	// Encoded into the gzip stream as it goes: the whole JSON at once, and the
 	// copies its growth left, were a third of an export's memory.
 	if err := json.NewEncoder(zw).Encode(f); err != nil {
-		out.Close()
-		return "", fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err := zw.Close(); err != nil {
-		out.Close()
-		return "", fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
+	}
+	if err := out.Chmod(0o644); err != nil {
+		return fail(err)
 	}
 	if err := out.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(out.Name(), path); err != nil {
+		os.Remove(out.Name())
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -46,10 +47,33 @@ func newApp() *cli.App {
 	}
 }
 
+// offline says whether a verb only reads files and writes reports: nothing on a
+// host to put back, so Ctrl-C may end it at once.
+func offline(verb string) bool {
+	switch verb {
+	case "summary", "compare", "export", "plot", "history", "tests", "setups", "version":
+		return true
+	}
+	return false
+}
+
+// interruptGrace is how long an offline verb has, after Ctrl-C, to stop on its
+// context (a read stops between records) before the process ends without it (a
+// summary's own arithmetic does not look at the context).
+const interruptGrace = 500 * time.Millisecond
+
 func main() {
 	limitHeapToAddressSpace()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && offline(os.Args[1]) {
+		go func() {
+			<-ctx.Done()
+			time.Sleep(interruptGrace)
+			fmt.Fprintln(os.Stderr, "bloatbench: interrupted")
+			os.Exit(130)
+		}()
+	}
 	if err := newApp().RunContext(ctx, os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "bloatbench:", err)
 		os.Exit(1)
