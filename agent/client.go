@@ -51,9 +51,15 @@ func NewClient(host string, r io.Reader, w io.Writer, h Handler) *Client {
 // Host is the name the client reports in errors.
 func (c *Client) Host() string { return c.host }
 
+// maxLine bounds one message from an agent: the largest an agent sends is an exec
+// reply of remote.MaxOutput of stdout and of stderr (about 11 MB as base64) or a
+// batch of MaxBatchSamples (about 11 MB). A longer line is no agent's, and ends the
+// client rather than be read into memory.
+const maxLine = 64 << 20
+
 func (c *Client) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	var err error
 	for sc.Scan() {
 		c.mu.Lock()
@@ -68,6 +74,9 @@ func (c *Client) read(r io.Reader) {
 	}
 	if err == nil {
 		err = sc.Err()
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("a message longer than the %d MiB an agent sends: %w", maxLine>>20, err)
+		}
 	}
 	if err == nil {
 		err = errors.New("connection closed")
@@ -83,6 +92,9 @@ func (c *Client) read(r io.Reader) {
 }
 
 func (c *Client) dispatch(m Message) {
+	// An agent's error becomes a job's or a run's error, kept in its data file and
+	// printed: it is cut as an event's message is.
+	m.Error = datafile.Truncate(m.Error, datafile.MaxText)
 	switch m.Type {
 	case TypeReply:
 		c.mu.Lock()
@@ -93,6 +105,12 @@ func (c *Client) dispatch(m Message) {
 			ch <- m
 		}
 	case TypeBatch:
+		if m.Dropped > 0 {
+			// An agent splits its batches below the bound: this one is broken or
+			// hostile, and its batch is refused, not its run.
+			c.handler.Log(c.host, fmt.Sprintf("a batch of about %d samples was dropped unread: an agent sends at most %d a batch", m.Dropped, MaxBatchSamples))
+			return
+		}
 		// Times are on the controller's clock already (DecodeMessage).
 		c.handler.Samples(c.host, m.Batch)
 	case TypeDone:
@@ -193,7 +211,7 @@ func (c *Client) Output(ctx context.Context, cmd string, stdin io.Reader, timeou
 		return r.Stdout, fmt.Errorf("host %s: %q did not finish within %v", c.host, cmd, timeout)
 	}
 	if r.Exit != 0 {
-		msg := strings.TrimSpace(string(r.Stderr))
+		msg := datafile.Truncate(strings.TrimSpace(string(r.Stderr)), datafile.MaxText)
 		if msg == "" {
 			msg = fmt.Sprintf("exit status %d", r.Exit)
 		}

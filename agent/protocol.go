@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
@@ -97,10 +98,37 @@ type Message struct {
 	Timestamps string `json:"timestamps,omitempty"`
 	// Series is a TypeSeries declaration.
 	Series *datafile.Series `json:"series,omitempty"`
+	// Dropped, on the controller's side, is a batch's samples DecodeMessage left
+	// out (about how many: more than MaxBatchSamples); Batch is then empty.
+	Dropped int `json:"-"`
+}
+
+// batchless is a Message whose batch is skipped unread: the JSON decoder steps over
+// an object decoded into an empty struct without keeping any of it.
+type batchless struct {
+	Message
+	Batch struct{} `json:"batch"`
 }
 
 // maxSeriesName bounds a declared series' name: it is a key in every report.
 const maxSeriesName = 512
+
+// MaxBatchSamples bounds the samples of one batch message. An agent sends a batch
+// every 100 ms: 1024 streams with their tcp_info at the shortest step (10 ms) make
+// some 80,000 samples a batch, and an agent whose sends wait on a slow controller
+// splits what piled up into batches of this many (about 11 MB of JSON, well within
+// a line, and 5 MB decoded). A batch of more is no agent's: the controller drops it
+// unread rather than decode millions of samples into memory.
+const MaxBatchSamples = 100_000
+
+// batchSamples counts a batch's samples.
+func batchSamples(b map[string][]datafile.Sample) int {
+	n := 0
+	for _, ss := range b {
+		n += len(ss)
+	}
+	return n
+}
 
 // DecodeMessage reads one line from an agent and puts its sample times on the
 // controller's clock: offset is the agent's clock minus the controller's, in
@@ -110,8 +138,24 @@ const maxSeriesName = 512
 // make the whole file unreadable.
 func DecodeMessage(line []byte, offset float64) (Message, error) {
 	var m Message
-	if err := json.Unmarshal(line, &m); err != nil {
+	// Every sample is a JSON object or null, so the line's '{' and nulls bound its
+	// samples: a line of more cannot hold a batch the controller takes, and it is
+	// decoded without one (a line of "{}" or "null" would otherwise be 10 to 16
+	// times its size in memory).
+	if objects := bytes.Count(line, []byte("{")) + bytes.Count(line, []byte("null")); objects > MaxBatchSamples+2 {
+		var b batchless
+		if err := json.Unmarshal(line, &b); err != nil {
+			return Message{}, err
+		}
+		m = b.Message
+		m.Batch, m.Dropped = nil, objects-2
+	} else if err := json.Unmarshal(line, &m); err != nil {
 		return Message{}, err
+	}
+	if n := batchSamples(m.Batch); n > MaxBatchSamples {
+		// The count above bounds this already; kept so that the bound holds
+		// whatever the JSON spells.
+		m.Batch, m.Dropped = nil, n
 	}
 	if s := m.Series; s != nil && (s.Name == "" || len(s.Name) > maxSeriesName || !utf8.ValidString(s.Name)) {
 		return Message{}, fmt.Errorf("series declaration: a name of %d bytes: want 1 to %d bytes of UTF-8", len(s.Name), maxSeriesName)

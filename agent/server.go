@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/runners"
 )
 
@@ -112,9 +113,32 @@ func (s *Server) flushBatch() {
 	b := s.batch
 	s.batch = map[string][]datafile.Sample{}
 	s.batchM.Unlock()
-	if len(b) > 0 {
-		s.send(Message{Type: TypeBatch, Batch: b})
+	for _, part := range splitBatch(b, MaxBatchSamples) {
+		s.send(Message{Type: TypeBatch, Batch: part})
 	}
+}
+
+// splitBatch cuts b into batches of at most limit samples each. Samples pile up
+// while a send waits on a slow controller, and the controller refuses a batch of
+// more than MaxBatchSamples; a series' samples keep their order across the parts.
+func splitBatch(b map[string][]datafile.Sample, limit int) []map[string][]datafile.Sample {
+	var parts []map[string][]datafile.Sample
+	cur, n := map[string][]datafile.Sample{}, 0
+	for name, ss := range b {
+		for len(ss) > 0 {
+			if n == limit {
+				parts = append(parts, cur)
+				cur, n = map[string][]datafile.Sample{}, 0
+			}
+			k := min(len(ss), limit-n)
+			cur[name] = ss[:k]
+			ss, n = ss[k:], n+k
+		}
+	}
+	if n > 0 {
+		parts = append(parts, cur)
+	}
+	return parts
 }
 
 func (s *Server) reply(req Request, m Message, err error) {
@@ -255,8 +279,10 @@ func execute(ctx context.Context, spec ExecSpec) *ExecResult {
 	}
 	cmd := exec.CommandContext(ctx, "sh", "-c", spec.Cmd)
 	cmd.Stdin = bytes.NewReader(spec.Stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	// What is kept of the output is bounded (remote.MaxOutput, head and tail); the
+	// rest is read and discarded, so the command runs to its end as it would.
+	out, errb := remote.NewHeadTail(remote.MaxOutput), remote.NewHeadTail(remote.MaxOutput)
+	cmd.Stdout, cmd.Stderr = out, errb
 	// The command and whatever it starts are one process group, killed together at
 	// the timeout: a child left holding the pipes would hold the reply.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -210,24 +211,29 @@ type recorder struct {
 	// with what the file holds, rather than measuring on into nothing.
 	failed     chan struct{}
 	failedOnce sync.Once
-	// known series: the plan's, and those jobs declare as they run (a qdisc's
-	// statistics depend on its kind and the kernel); dropped, samples of others.
-	known, dropped map[string]bool
+	// owners are the hosts (endpoint labels) each series of the run may come from:
+	// for the plan's, the hosts that run the jobs yielding them; for those a job
+	// declares as it runs (a qdisc's statistics depend on its kind and the kernel),
+	// the declaring host alone. A host sends no other series: an endpoint is not
+	// trusted with another's measurements.
+	owners map[string][]string
+	// jobsOn are the run's jobs on each host, keyed by jobOn; ended, those whose
+	// end came.
+	jobsOn, ended map[string]bool
+	// series counts the series the file declares, the plan's and the found ones.
+	series int
+	// hosts is what each host sent, by its label, and what of it was refused.
+	hosts map[string]*hostTally
 	// progress and live feed Options.Progress; live is set once t0 is known.
 	progress func(Progress)
 	live     *live
 }
 
-// declare records a series an agent found as it ran (a qdisc's statistics, which
-// depend on the qdisc's kind and the kernel), once.
-func (r *recorder) declare(s datafile.Series) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.known[s.Name] {
-		return nil
-	}
-	r.known[s.Name] = true
-	return r.w.AddSeries(s)
+// newRecorder is the recorder of a run whose job names start with prefix and which
+// waits for at most jobs jobs' ends.
+func newRecorder(prefix string, jobs int, progress func(Progress)) *recorder {
+	return &recorder{prefix: prefix, done: make(chan jobEnd, jobs), failed: make(chan struct{}), progress: progress,
+		owners: map[string][]string{}, jobsOn: map[string]bool{}, ended: map[string]bool{}, hosts: map[string]*hostTally{}}
 }
 
 // jobEnd is a job's end as its agent reports it: host is the endpoint's label.
@@ -293,27 +299,43 @@ func (r *recorder) Samples(host string, batch map[string][]datafile.Sample) {
 	if r.w == nil {
 		return // before the file: nothing of this run sends samples yet
 	}
-	if r.progress != nil {
-		defer r.tell(batch)
+	// The batch is the client's, decoded for this call: what is refused is taken
+	// out of it, so that neither the file nor the progress feed sees it.
+	var warns []string
+	r.mu.Lock()
+	t := r.tally(host)
+	for series, ss := range batch {
+		owners, known := r.owners[series]
+		switch {
+		case !known:
+			// Every series is declared before its samples (by the plan, or by
+			// its job as it runs): these are of no job of this run.
+			delete(batch, series)
+			t.unknownSamples += len(ss)
+			if t.once(refusedUnknown) {
+				warns = append(warns, fmt.Sprintf("samples of series %q, which no job of the run declared, were dropped; later ones of undeclared series are counted at the run's end",
+					truncName(series)))
+			}
+		case !slices.Contains(owners, host):
+			delete(batch, series)
+			t.foreignSamples += len(ss)
+			if t.once(refusedForeignSamples) {
+				warns = append(warns, fmt.Sprintf("samples of series %q, which is another host's, were dropped; later ones of other hosts' series are counted at the run's end",
+					truncName(series)))
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, msg := range warns {
+		r.warn(host, msg)
 	}
 	for series, ss := range batch {
-		r.mu.Lock()
-		known, told := r.known[series], r.dropped[series]
-		if !known {
-			r.dropped[series] = true
-		}
-		r.mu.Unlock()
-		if !known {
-			// Every series is declared before its samples (by the plan, or by its
-			// job as it runs): these are of no job of this run. Said once a series.
-			if !told {
-				r.Log(host, fmt.Sprintf("samples of series %q, which no job of the run declared, were dropped", series))
-			}
-			continue
-		}
 		if err := r.w.Append(series, ss); err != nil {
 			r.fail(err)
 		}
+	}
+	if r.progress != nil {
+		r.tell(batch)
 	}
 }
 
@@ -326,17 +348,82 @@ func (r *recorder) fail(err error) {
 	r.failedOnce.Do(func() { close(r.failed) })
 }
 
+// Series records a series a job found as it ran (a qdisc's statistics, which
+// depend on the qdisc's kind and the kernel), once, as the declaring host's: a
+// declaration naming a job the host does not run in this run, or a series that is
+// another host's, is refused, as are declarations past the bounds.
 func (r *recorder) Series(host, job string, s datafile.Series) {
 	if r.w == nil || !strings.HasPrefix(job, r.prefix) {
-		return
+		return // a job of an earlier run that ends late
 	}
-	if err := r.declare(s); err != nil {
+	msg, err := r.declare(host, job, s)
+	if msg != "" {
+		r.warn(host, msg)
+	}
+	if err != nil {
 		r.fail(err)
 	}
 }
 
+// declare takes a declaration; a refusal's first of its kind from the host comes
+// back as the warning to record.
+func (r *recorder) declare(host, job string, s datafile.Series) (warning string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.tally(host)
+	owners, known := r.owners[s.Name]
+	switch {
+	case !r.jobsOn[jobOn(host, job)]:
+		t.foreignSeries++
+		if t.once(refusedForeignSeries) {
+			return fmt.Sprintf("series %q was refused: declared for job %q, which this run did not start on the host; later refusals are counted at the run's end",
+				truncName(s.Name), truncName(job)), nil
+		}
+	case known && slices.Contains(owners, host):
+		// Planned, or declared already: the first declaration stands.
+	case known:
+		t.foreignSeries++
+		if t.once(refusedForeignSeries) {
+			return fmt.Sprintf("series %q was refused: it is another host's; later refusals are counted at the run's end", truncName(s.Name)), nil
+		}
+	case t.series >= maxHostSeries:
+		t.overSeries++
+		if t.once(refusedOverSeries) {
+			return fmt.Sprintf("series %q and any later were refused: the host's jobs declared %d series, the most a host may; they are counted at the run's end",
+				truncName(s.Name), maxHostSeries), nil
+		}
+	case r.series >= datafile.MaxSeries:
+		t.overSeries++
+		if t.once(refusedOverSeries) {
+			return fmt.Sprintf("series %q and any later were refused: the run has %d series, the most a data file holds; they are counted at the run's end",
+				truncName(s.Name), datafile.MaxSeries), nil
+		}
+	default:
+		r.owners[s.Name] = []string{host}
+		t.series++
+		r.series++
+		// Under the lock: a sample of the series, accepted once its owner is set,
+		// is written after its declaration.
+		return "", r.w.AddSeries(s)
+	}
+	return "", nil
+}
+
+// JobDone hands a job's end to the run; only the host that runs a job may end it,
+// once: done holds one end of each, and forged ends must not crowd the real ones
+// out.
 func (r *recorder) JobDone(host, job string, err error) {
 	if !strings.HasPrefix(job, r.prefix) {
+		return
+	}
+	r.mu.Lock()
+	k := jobOn(host, job)
+	ours := r.jobsOn[k] && !r.ended[k]
+	if ours {
+		r.ended[k] = true
+	}
+	r.mu.Unlock()
+	if !ours {
 		return
 	}
 	select {
@@ -346,10 +433,32 @@ func (r *recorder) JobDone(host, job string, err error) {
 	}
 }
 
+// Log records what a host's agent warns of, up to maxHostEvents a host.
 func (r *recorder) Log(host, msg string) {
-	if r.w != nil {
-		r.w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: host, Level: "warning", Message: msg})
+	if r.w == nil {
+		return
 	}
+	r.mu.Lock()
+	t := r.tally(host)
+	t.events++
+	over := t.events > maxHostEvents
+	first := false
+	if over {
+		t.overEvents++
+		first = t.once(refusedOverEvents)
+	}
+	r.mu.Unlock()
+	if first {
+		r.warn(host, fmt.Sprintf("the host's agent logged more than %d events in this run: later ones are counted at the run's end, not kept", maxHostEvents))
+	}
+	if !over {
+		r.warn(host, datafile.Truncate(msg, datafile.MaxText))
+	}
+}
+
+// warn records a warning about host.
+func (r *recorder) warn(host, msg string) {
+	r.w.Event(datafile.Event{T: datafile.Unix(time.Now()), Host: host, Level: "warning", Message: msg})
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -550,8 +659,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	s.runs++
 	// Agents only send samples once jobs start, after the file exists. Every job's end
 	// fits in done (each job on at most every host).
-	rec := &recorder{prefix: fmt.Sprintf("run%d/", s.runs), done: make(chan jobEnd, (len(o.Plan.Jobs)+1)*(len(eps)+len(o.Inventory.PairsOf()))), known: map[string]bool{}, dropped: map[string]bool{},
-		failed: make(chan struct{}), progress: o.Progress}
+	rec := newRecorder(fmt.Sprintf("run%d/", s.runs), (len(o.Plan.Jobs)+1)*(len(eps)+len(o.Inventory.PairsOf())), o.Progress)
 	for _, ep := range eps {
 		ep.fwd.set(rec)
 	}
@@ -593,6 +701,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	// or a failure) is stopped, and its last samples recorded, before the file ends.
 	jobs.stopAll(context.WithoutCancel(ctx))
 	o.recordStates(context.WithoutCancel(ctx), eps, w, "post")
+	rec.summarize()
 	if runErr == nil {
 		rec.mu.Lock()
 		runErr = rec.err
@@ -727,8 +836,11 @@ type instance struct {
 	pairIndex int
 	ep        *endpoint
 	spec      runners.JobSpec
-	// series are the job's planned series with their hosts and targets filled in.
+	// series are the job's planned series with their hosts and targets filled in;
+	// from[i] is the endpoint whose agent sends series[i]'s samples: the job's own,
+	// or for a series of its peer (an upload's receiver) the peer's.
 	series []datafile.Series
+	from   []*endpoint
 	// at is when it starts, on the controller's clock.
 	at time.Time
 }
@@ -851,17 +963,22 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 				in.spec.PeerOffsetErr = (pep.info.ClockRTT + ep.info.ClockRTT) / 2
 			}
 			for _, se := range j.Series {
+				from := in.ep
 				switch se.Host {
 				case "":
 					se.Host = j.Host
 				case datafile.HostPeer:
 					se.Host = peer
+					if pep := pe.role(peer); pep != nil {
+						from = pep
+					}
 				}
 				if se.Target == "" && j.Connect == "" && in.spec.Target != "" {
 					se.Target = in.spec.Target
 				}
 				se.Name, se.Pair = datafile.PairName(se.Name, pair), pair
 				in.series = append(in.series, se)
+				in.from = append(in.from, from)
 			}
 			out = append(out, in)
 		}
@@ -906,10 +1023,17 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	lv := &live{t0: start, delay: delay, length: length, total: total, tcp: map[string]float64{}, ping: math.NaN()}
 	rec.mu.Lock()
 	for _, in := range ins {
-		for _, se := range in.series {
+		rec.jobsOn[jobOn(in.ep.label, rec.prefix+in.name)] = true
+		for i, se := range in.series {
 			// Samples may come before the declaration, which waits for the job's
 			// start to say where its times come from.
-			rec.known[se.Name] = true
+			owners, planned := rec.owners[se.Name]
+			if !planned {
+				rec.series++
+			}
+			if from := in.from[i].label; !slices.Contains(owners, from) {
+				rec.owners[se.Name] = append(owners, from)
+			}
 			switch {
 			case se.Kind == datafile.KindTCP:
 				lv.tcp[se.Name] = 0

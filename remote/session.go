@@ -120,8 +120,11 @@ func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte,
 		return nil, err
 	}
 	defer s.Close()
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
+	// A host decides how much a command prints: what is kept of it is bounded, and
+	// the rest read and discarded, so that the command is never blocked on a full
+	// pipe and finishes as it would.
+	out, errb := NewHeadTail(MaxOutput), NewHeadTail(MaxOutput)
+	s.Stdout, s.Stderr, s.Stdin = out, errb, stdin
 	done := make(chan error, 1)
 	go func() { done <- s.Run(cmd) }()
 	select {
@@ -135,13 +138,99 @@ func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) ([]byte,
 		return nil, fmt.Errorf("host %s: %q interrupted: %w", c.Target.Name, cmd, ctx.Err())
 	}
 	if err != nil {
-		msg := errb.String()
+		// An error is read by a person: its head and tail say enough.
+		short := NewHeadTail(maxErrorText)
+		short.Write(bytes.TrimSpace(errb.Bytes()))
+		msg := string(short.Bytes())
 		if msg == "" {
 			msg = err.Error()
 		}
-		return out.Bytes(), fmt.Errorf("host %s: %s: %s", c.Target.Name, cmd, bytes.TrimSpace([]byte(msg)))
+		return out.Bytes(), fmt.Errorf("host %s: %s: %s", c.Target.Name, cmd, msg)
 	}
 	return out.Bytes(), nil
+}
+
+// MaxOutput bounds what is kept of a command's stdout, and of its stderr, run over
+// SSH or through the agent: a data file keeps at most datafile.MaxRaw (4 MiB) of a
+// kernel's statistics, the largest output a run uses, so more than that is of use to
+// no one, and a hostile or broken host printing without end must not fill the
+// controller's memory.
+const MaxOutput = 4 << 20
+
+// maxErrorText bounds the stderr a failed command's error carries: a few screens.
+const maxErrorText = 8 << 10
+
+// HeadTail keeps the first and the last bytes written to it, up to a bound in all,
+// and counts what it left out between them: the start of an output says what the
+// command is, its end how it ended. Writes never fail, so a command writing into it
+// is read to its end. It is safe for concurrent use.
+type HeadTail struct {
+	mu   sync.Mutex
+	head []byte
+	// tail is a ring of the latest bytes past the head: at is where the next byte
+	// goes, and full says the ring has wrapped.
+	tail []byte
+	at   int
+	full bool
+	// total is every byte written.
+	total int64
+}
+
+// NewHeadTail keeps at most limit bytes (at least 2): the first half and the last.
+func NewHeadTail(limit int) *HeadTail {
+	limit = max(limit, 2)
+	return &HeadTail{head: make([]byte, 0, limit/2), tail: make([]byte, limit-limit/2)}
+}
+
+func (h *HeadTail) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(p)
+	h.total += int64(n)
+	if room := cap(h.head) - len(h.head); room > 0 {
+		k := min(room, len(p))
+		h.head = append(h.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) >= len(h.tail) {
+		// Only the last ring's worth of p can stay.
+		copy(h.tail, p[len(p)-len(h.tail):])
+		h.at, h.full = 0, true
+		return n, nil
+	}
+	for len(p) > 0 {
+		k := copy(h.tail[h.at:], p)
+		p = p[k:]
+		if h.at += k; h.at == len(h.tail) {
+			h.at, h.full = 0, true
+		}
+	}
+	return n, nil
+}
+
+// Bytes is what was kept: everything written when it fits, else the head, a marker
+// "[... N bytes left out]" on a line of its own, and the tail.
+func (h *HeadTail) Bytes() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var tail []byte
+	if h.full {
+		tail = append(append(tail, h.tail[h.at:]...), h.tail[:h.at]...)
+	} else {
+		tail = h.tail[:h.at]
+	}
+	out := append([]byte(nil), h.head...)
+	if left := h.total - int64(len(h.head)) - int64(len(tail)); left > 0 {
+		out = fmt.Appendf(out, "\n[... %d bytes left out]\n", left)
+	}
+	return append(out, tail...)
+}
+
+// Len is how many bytes were written, kept or not.
+func (h *HeadTail) Len() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
 }
 
 // Process is a long-running remote command with its pipes. Its stderr is kept, the
