@@ -3,8 +3,8 @@ package runners
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,12 +30,14 @@ import (
 // queue's delay plus the path's, with no ICMP special-casing on the way.
 //
 // Wire format. Both protocols run on one port of the rr-server job, and every
-// request carries a key made from the run's token (tokenKey), so that a stray or
-// hostile sender gets nothing back.
+// request is authenticated by a MAC keyed by the run's token (auth.go), so that a
+// stray or hostile sender gets nothing back, and a request recorded on the test
+// network and sent again from another (spoofed) source is not answered either.
 //
 // UDP request, at least udpRequestHeader (32) bytes, integers big-endian:
 //
-//	0..16   key
+//	0..16   MAC: HMAC-SHA256(token, ctxUDPRR, the client's address and port as
+//	        the server sees them, bytes 16..32) cut to 16 bytes
 //	16..24  sequence number
 //	24..28  size of the response datagram wanted, udpResponseHeader..MaxUDPRRSize
 //	28      TOS byte the server marks its response with (0: unmarked)
@@ -42,10 +45,13 @@ import (
 //	32..    zero padding up to the request size
 //
 // UDP response: the request's sequence number (8 bytes), then zero padding up to the
-// size asked for. A request with a wrong key or size gets no answer.
+// size asked for. A request with a wrong MAC or size gets no answer: it cannot
+// have the server send a third party anything, nor more than the client asked for.
+// A client behind a NAT (its address rewritten) is not answered either.
 //
-// TCP: the client sends a hello line, JSON {"token", "request_size",
-// "response_size", "tos"} and a newline; the server answers one byte, '\n', if it
+// TCP: the server sends a nonce (nonceSize bytes); the client sends a hello line,
+// JSON {"mac", "request_size", "response_size", "tos"} and a newline, the MAC over
+// the nonce and the other fields; the server answers one byte, '\n', if it
 // takes the connection, and closes it otherwise. Then each transaction is
 // request_size bytes one way and response_size bytes back, the contents unread.
 
@@ -86,11 +92,20 @@ const (
 
 // tokenKey is the key UDP requests carry: 16 bytes whatever the token's length
 // (the controller's are 32 hex digits), and every byte of the token counts.
+// udp-probe's echo still uses it; rr-server's requests carry udpRequestMAC.
 func tokenKey(token string) [rrKeySize]byte {
 	sum := sha256.Sum256([]byte(token))
 	var k [rrKeySize]byte
 	copy(k[:], sum[:])
 	return k
+}
+
+// udpRequestMAC is the MAC a UDP request carries in its first rrKeySize bytes:
+// over the request's header past it and the client's address. The address in it
+// keeps a recorded request from being answered to any other address.
+func udpRequestMAC(token string, from netip.AddrPort, header []byte) []byte {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	return macFields(token, ctxUDPRR, nil, from.String(), string(header))[:udpMACSize]
 }
 
 // dscpTOS is the TOS byte of a DSCP name (the DSCP shifted past the two ECN bits).
@@ -184,6 +199,7 @@ var rrServerKind = Kind{
 		if err != nil {
 			return nil, Started{}, err
 		}
+		s.env = env
 		return JobFunc(s.serve), Started{Port: s.port,
 			Message: fmt.Sprintf("answering UDP and TCP request/response on port %d", s.port)}, nil
 	},
@@ -195,7 +211,12 @@ type rrServer struct {
 	pc    *net.UDPConn
 	port  int
 	token string
-	key   [rrKeySize]byte
+	// pending bounds the TCP connections not yet authenticated.
+	pending *pendingGate
+	// unauthenticated counts UDP requests dropped for their MAC or size, read
+	// by tests and for the warning at the end.
+	unauthenticated atomic.Int64
+	env             Env
 }
 
 // listenRR binds TCP and UDP on one port of addr: a client needs one port
@@ -211,7 +232,7 @@ func listenRR(ctx context.Context, addr, token string) (*rrServer, error) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		pc, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(addr, strconv.Itoa(port)))
 		if err == nil {
-			return &rrServer{ln: ln, pc: pc.(*net.UDPConn), port: port, token: token, key: tokenKey(token)}, nil
+			return &rrServer{ln: ln, pc: pc.(*net.UDPConn), port: port, token: token, pending: newPendingGate(maxPending)}, nil
 		}
 		ln.Close()
 		lastErr = err
@@ -232,22 +253,32 @@ func (s *rrServer) serve(ctx context.Context) error {
 	var wg sync.WaitGroup
 	udpErr := make(chan error, 1)
 	wg.Go(func() { udpErr <- s.serveUDP(ctx) })
-	var err error
+	var delay time.Duration
 	for {
 		c, aerr := s.ln.Accept()
 		if aerr != nil {
-			if ctx.Err() == nil {
-				err = fmt.Errorf("rr-server: accept: %w", aerr)
+			// A passing failure (out of descriptors) costs a connection, which
+			// waits in the kernel's queue for the next try, not the run.
+			if !acceptBackoff(ctx, aerr, &delay) {
+				break
 			}
-			break
+			continue
+		}
+		delay = 0
+		if !s.pending.acquire(ctx, c) {
+			c.Close() // too many connections that have not said who they are
+			continue
 		}
 		wg.Go(func() { s.serveTCP(ctx, c.(*net.TCPConn)) })
 	}
-	// Either the run ended or accepting failed: the UDP side stops too.
+	// The run ended: the UDP side stops too.
 	s.ln.Close()
 	s.pc.Close()
 	wg.Wait()
-	return errors.Join(err, <-udpErr)
+	if n := s.unauthenticated.Load(); n > 0 && s.env.Warn != nil {
+		s.env.Warn(fmt.Sprintf("rr-server dropped %d UDP datagrams that were not authenticated requests", n))
+	}
+	return <-udpErr
 }
 
 // serveUDP answers datagrams one at a time: each client has one transaction in
@@ -267,11 +298,13 @@ func (s *rrServer) serveUDP(ctx context.Context) error {
 			}
 			return fmt.Errorf("rr-server: receive UDP: %w", err)
 		}
-		if n < udpRequestHeader || subtle.ConstantTimeCompare(in[:rrKeySize], s.key[:]) != 1 {
+		if n < udpRequestHeader || !hmac.Equal(in[:rrKeySize], udpRequestMAC(s.token, from, in[rrKeySize:udpRequestHeader])) {
+			s.unauthenticated.Add(1)
 			continue // not one of ours: say nothing to it
 		}
 		size := binary.BigEndian.Uint32(in[24:28])
 		if size < udpResponseHeader || size > MaxUDPRRSize {
+			s.unauthenticated.Add(1)
 			continue
 		}
 		// The response carries the request's mark, as netperf -Y marks both ends: a
@@ -290,7 +323,7 @@ func (s *rrServer) serveUDP(ctx context.Context) error {
 
 // rrHello is the line a TCP client opens with.
 type rrHello struct {
-	Token        string `json:"token"`
+	MAC          []byte `json:"mac"`
 	RequestSize  int    `json:"request_size"`
 	ResponseSize int    `json:"response_size"`
 	TOS          int    `json:"tos,omitempty"`
@@ -302,17 +335,9 @@ func (s *rrServer) serveTCP(ctx context.Context, c *net.TCPConn) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	// The reader's size bounds the hello; it reads the requests after it as well,
-	// so nothing it buffered past the hello is lost.
-	br := bufio.NewReaderSize(c, maxHelloLength)
-	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		return
-	}
-	var h rrHello
-	if json.Unmarshal(line, &h) != nil || subtle.ConstantTimeCompare([]byte(h.Token), []byte(s.token)) != 1 {
-		return // wrong token: the close tells the client
+	h, br, ok := s.authenticate(c)
+	if !ok {
+		return // the close tells the client
 	}
 	if h.RequestSize < 1 || h.RequestSize > MaxTCPRRSize || h.ResponseSize < 1 || h.ResponseSize > MaxTCPRRSize ||
 		h.TOS < 0 || h.TOS > 255 {
@@ -337,6 +362,31 @@ func (s *rrServer) serveTCP(ctx context.Context, c *net.TCPConn) {
 			return
 		}
 	}
+}
+
+// fields are what the hello's MAC covers.
+func (h rrHello) fields() []string {
+	return []string{strconv.Itoa(h.RequestSize), strconv.Itoa(h.ResponseSize), strconv.Itoa(h.TOS)}
+}
+
+// authenticate sends the nonce and reads and checks the hello, holding a pending
+// slot meanwhile. The reader it returns has the requests after the hello.
+func (s *rrServer) authenticate(c *net.TCPConn) (rrHello, *bufio.Reader, bool) {
+	defer s.pending.release(c)
+	var h rrHello
+	c.SetReadDeadline(time.Now().Add(pendingHello))
+	nonce, err := sendNonce(c)
+	if err != nil {
+		return h, nil, false
+	}
+	// The reader's size bounds the hello; it reads the requests after it as well,
+	// so nothing it buffered past the hello is lost.
+	br := bufio.NewReaderSize(c, maxHelloLength)
+	line, err := br.ReadSlice('\n')
+	if err != nil || json.Unmarshal(line, &h) != nil || !checkMAC(s.token, ctxTCPRR, nonce[:], h.MAC, h.fields()...) {
+		return h, nil, false
+	}
+	return h, br, true
 }
 
 // rrParams are a udp-rr or tcp-rr job's parameters. Sizes and the timeout are
@@ -678,8 +728,14 @@ func (cl *rrClient) connectTCP(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := json.Marshal(rrHello{Token: cl.spec.Token, RequestSize: cl.cfg.request, ResponseSize: cl.cfg.response,
-		TOS: max(cl.cfg.tos, 0)})
+	nonce, err := readNonce(c, helloTimeout)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("the server refused the connection (not an rr-server?): %w", err)
+	}
+	hl := rrHello{RequestSize: cl.cfg.request, ResponseSize: cl.cfg.response, TOS: max(cl.cfg.tos, 0)}
+	hl.MAC = macFields(cl.spec.Token, ctxTCPRR, nonce, hl.fields()...)
+	h, err := json.Marshal(hl)
 	if err == nil {
 		_, err = c.Write(append(h, '\n'))
 	}
@@ -729,9 +785,12 @@ func (cl *rrClient) transactTCP(ctx context.Context, c net.Conn, done *rrDone) e
 // not come within the timeout is counted lost, and the next one goes: a late
 // response is told from the current one by its sequence number and ignored.
 func (cl *rrClient) transactUDP(ctx context.Context, c net.Conn, done *rrDone, tally *rrTally) error {
-	key := tokenKey(cl.spec.Token)
+	// The MAC covers this socket's address as the server will see it.
+	local, err := netip.ParseAddrPort(c.LocalAddr().String())
+	if err != nil {
+		return fmt.Errorf("local address %v: %w", c.LocalAddr(), err)
+	}
 	req := make([]byte, max(cl.cfg.request, udpRequestHeader))
-	copy(req, key[:])
 	binary.BigEndian.PutUint32(req[24:28], uint32(max(cl.cfg.response, udpResponseHeader)))
 	req[28] = byte(max(cl.cfg.tos, 0))
 	resp := make([]byte, 1<<16)
@@ -747,6 +806,7 @@ func (cl *rrClient) transactUDP(ctx context.Context, c net.Conn, done *rrDone, t
 	}
 	for seq := uint64(1); ; seq++ {
 		binary.BigEndian.PutUint64(req[16:24], seq)
+		copy(req[:rrKeySize], udpRequestMAC(cl.spec.Token, local, req[rrKeySize:udpRequestHeader]))
 		began := time.Now()
 		deadline := began.Add(cl.cfg.timeout)
 		if _, err := c.Write(req); err != nil {

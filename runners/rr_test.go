@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
@@ -320,7 +321,9 @@ func TestRROverLoopback(t *testing.T) {
 }
 
 // TestRRServerAnswers speaks the UDP wire format by hand: only a request with the
-// key and a size in range gets an answer, sized as asked, with its sequence number.
+// right MAC (for its own source address) and a size in range gets an answer, sized
+// as asked, with its sequence number; a recorded request sent from another source
+// (as a spoofer would reflect it) gets none.
 func TestRRServerAnswers(t *testing.T) {
 	const token = "tok"
 	port := startRRServer(t, "127.0.0.1", token)
@@ -329,26 +332,39 @@ func TestRRServerAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	key := tokenKey(token)
-	request := func(key [rrKeySize]byte, seq uint64, size uint32, length int) []byte {
+	local := netip.MustParseAddrPort(c.LocalAddr().String())
+	other := netip.AddrPortFrom(local.Addr(), local.Port()+1)
+	request := func(token string, from netip.AddrPort, seq uint64, size uint32, length int) []byte {
 		b := make([]byte, length)
-		copy(b, key[:])
 		b[16], b[23] = byte(seq>>56), byte(seq)
 		b[24], b[25], b[26], b[27] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+		if length >= udpRequestHeader {
+			copy(b, udpRequestMAC(token, from, b[rrKeySize:udpRequestHeader]))
+		}
 		return b
 	}
+	tampered := request(token, local, 14, 8, 32)
+	tampered[26] = 0xff // a larger response asked for under the MAC of 8 bytes
 	for _, tc := range []struct {
 		name string
 		req  []byte
 		want int // response length; 0 = none
 	}{
-		{name: "minimal", req: request(key, 7, 8, 32), want: 8},
-		{name: "padded", req: request(key, 8, 1000, 100), want: 1000},
-		{name: "largest", req: request(key, 9, MaxUDPRRSize, 32), want: MaxUDPRRSize},
-		{name: "wrong key", req: request(tokenKey("other"), 10, 8, 32)},
-		{name: "short", req: request(key, 11, 8, 31)},
-		{name: "response too small", req: request(key, 12, 7, 32)},
-		{name: "response too large", req: request(key, 13, MaxUDPRRSize+1, 32)},
+		{name: "minimal", req: request(token, local, 7, 8, 32), want: 8},
+		{name: "padded", req: request(token, local, 8, 1000, 100), want: 1000},
+		{name: "largest", req: request(token, local, 9, MaxUDPRRSize, 32), want: MaxUDPRRSize},
+		{name: "wrong token", req: request("other", local, 10, 8, 32)},
+		{name: "another source's", req: request(token, other, 10, 8, 32)},
+		{name: "tampered size", req: tampered},
+		{name: "old key", req: func() []byte {
+			b := request(token, local, 15, 8, 32)
+			k := tokenKey(token)
+			copy(b, k[:])
+			return b
+		}()},
+		{name: "short", req: request(token, local, 11, 8, 31)},
+		{name: "response too small", req: request(token, local, 12, 7, 32)},
+		{name: "response too large", req: request(token, local, 13, MaxUDPRRSize+1, 32)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := c.Write(tc.req); err != nil {
@@ -503,8 +519,9 @@ func TestRRTransactionsLongerThanAStep(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		c.Write(make([]byte, nonceSize))
 		r := bufio.NewReader(c)
-		if _, err := r.ReadBytes('\n'); err != nil { // the hello; any token will do here
+		if _, err := r.ReadBytes('\n'); err != nil { // the hello; any MAC will do here
 			return
 		}
 		c.Write([]byte{'\n'})

@@ -3,16 +3,17 @@ package runners
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bloatbench/bloatbench/datafile"
 )
@@ -51,15 +52,59 @@ type StreamFlow struct {
 	TCPInfo bool `json:"tcp_info,omitempty"`
 }
 
-// hello is the first line a stream's client sends.
+// hello is the first line a stream's client sends, once it has the server's
+// nonce: the stream's fields and their MAC (auth.go). The token itself is never
+// sent.
 type hello struct {
-	Token     string  `json:"token"`
+	MAC       []byte  `json:"mac"`
 	Flow      string  `json:"flow"`
 	Direction string  `json:"direction"`
 	CC        string  `json:"cc,omitempty"`
 	TOS       int     `json:"tos,omitempty"`
 	TCPInfo   bool    `json:"tcp_info,omitempty"`
 	Duration  float64 `json:"duration"`
+}
+
+// fields are what the hello's MAC covers: every field the server acts on.
+func (h hello) fields() []string {
+	return []string{h.Flow, h.Direction, h.CC, strconv.Itoa(h.TOS), strconv.FormatBool(h.TCPInfo),
+		strconv.FormatFloat(h.Duration, 'g', -1, 64)}
+}
+
+const (
+	// maxFlowName bounds a hello's flow name: it names a series, which the agent
+	// bounds to 512 bytes.
+	maxFlowName = 512
+	// maxStreamDuration bounds a hello's duration (a day): the server's send
+	// deadline is computed from it.
+	maxStreamDuration = 86400
+)
+
+// check refuses a hello the listener must not act on, before anything is set on
+// the socket: a congestion control outside allowed (which root's setsockopt would
+// load as a module), a TOS that is not a byte, a name no series could have.
+func (h hello) check(allowed map[string]bool) error {
+	switch {
+	case len(h.Flow) == 0 || len(h.Flow) > maxFlowName || !utf8.ValidString(h.Flow):
+		return fmt.Errorf("flow name of %d bytes: want 1 to %d bytes of UTF-8", len(h.Flow), maxFlowName)
+	case h.Direction != Upload && h.Direction != Download:
+		return fmt.Errorf("flow %q: direction %q", truncate(h.Flow), truncate(h.Direction))
+	case h.CC != "" && (!validCC(h.CC) || !allowed[h.CC]):
+		return fmt.Errorf("flow %q: congestion control %q is not one this host allows or has loaded", truncate(h.Flow), truncate(h.CC))
+	case h.TOS < 0 || h.TOS > 255:
+		return fmt.Errorf("flow %q: TOS %d", truncate(h.Flow), h.TOS)
+	case !(h.Duration >= 0 && h.Duration <= maxStreamDuration):
+		return fmt.Errorf("flow %q: duration %gs", truncate(h.Flow), h.Duration)
+	}
+	return nil
+}
+
+// truncate shortens what a peer sent for a log line.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64])[1:65] + "..."
+	}
+	return s
 }
 
 const (
@@ -95,6 +140,15 @@ type Listener struct {
 	// env and host are for the TCP_INFO of download streams, which this side sends.
 	env  Env
 	host string
+	// pending bounds the connections not yet authenticated; cc is what a hello may
+	// ask for, read once; flows are the names taken, each by one stream only.
+	pending *pendingGate
+	cc      map[string]bool
+	flows   map[string]bool
+	// refused counts connections closed unauthenticated or refused, for the
+	// warning at the end.
+	refused int
+	lastRef string
 }
 
 // Listen opens the listener on spec.Addr with a port the kernel picks.
@@ -104,7 +158,8 @@ func Listen(ctx context.Context, spec ListenSpec, emit Emit) (*Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("listen for TCP streams on %s: %w", spec.Addr, err)
 	}
-	return &Listener{ln: ln, spec: spec, emit: emit, meters: newSampler(emit)}, nil
+	return &Listener{ln: ln, spec: spec, emit: emit, meters: newSampler(emit), pending: newPendingGate(maxPending),
+		cc: hostCC(), flows: map[string]bool{}}, nil
 }
 
 // Port the listener is on.
@@ -126,16 +181,33 @@ func (l *Listener) Serve(ctx context.Context) error {
 		close(sampling)
 		<-samplerDone
 	}()
+	var delay time.Duration
+	acceptFailed := false
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil {
+			// Out of descriptors, the connection waits in the kernel's queue: a
+			// pause and another try, so that it fails at worst, not the run.
+			if !acceptBackoff(ctx, err, &delay) {
 				break
 			}
-			if errors.Is(err, syscall.EMFILE) {
-				err = fmt.Errorf("%w (%s)", err, fileLimit())
+			if !acceptFailed && l.env.Warn != nil {
+				acceptFailed = true
+				msg := fmt.Sprintf("accepting a TCP stream failed, trying again: %v", err)
+				if errors.Is(err, syscall.EMFILE) {
+					msg += " (" + fileLimit() + ")"
+				}
+				l.env.Warn(msg)
 			}
-			return fmt.Errorf("accept TCP stream: %w", err)
+			continue
+		}
+		delay = 0
+		if !l.pending.acquire(ctx, c) {
+			// Too many connections that have not said who they are, none of
+			// which let go: this one is closed at once.
+			c.Close()
+			l.refuse("too many connections awaiting their hello")
+			continue
 		}
 		l.wg.Add(1)
 		go func() {
@@ -150,23 +222,66 @@ func (l *Listener) Serve(ctx context.Context) error {
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.refused > 0 && l.env.Warn != nil {
+		l.env.Warn(fmt.Sprintf("the TCP stream listener refused %d connections (the last: %s)", l.refused, l.lastRef))
+	}
 	return errors.Join(l.errs...)
+}
+
+// refuse counts a connection refused and warns of the first: a peer on the test
+// network that is not one of the run's agents, or a bug.
+func (l *Listener) refuse(why string) {
+	l.mu.Lock()
+	l.refused++
+	l.lastRef = why
+	first := l.refused == 1
+	l.mu.Unlock()
+	if first && l.env.Warn != nil {
+		l.env.Warn("the TCP stream listener refused a connection: " + why + "; later refusals are counted at the end")
+	}
+}
+
+// authenticate runs the challenge and the hello on a connection just accepted,
+// holding one of the pending slots until it is done. ok is false for a
+// connection that failed them, which is then refused (why) and closed.
+func (l *Listener) authenticate(c *net.TCPConn) (h hello, ok bool, why string) {
+	defer l.pending.release(c)
+	c.SetReadDeadline(time.Now().Add(pendingHello))
+	defer c.SetReadDeadline(time.Time{})
+	nonce, err := sendNonce(c)
+	if err != nil {
+		return h, false, err.Error()
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, maxHelloLength)).ReadBytes('\n')
+	if err != nil {
+		return h, false, fmt.Sprintf("no hello from %v: %v", c.RemoteAddr(), err)
+	}
+	if json.Unmarshal(line, &h) != nil || !checkMAC(l.spec.Token, ctxStream, nonce[:], h.MAC, h.fields()...) {
+		return h, false, fmt.Sprintf("a hello from %v that is not authenticated by the run's secret", c.RemoteAddr())
+	}
+	if err := h.check(l.cc); err != nil {
+		return h, false, fmt.Sprintf("a hello from %v: %v", c.RemoteAddr(), err)
+	}
+	l.mu.Lock()
+	taken := l.flows[h.Flow]
+	l.flows[h.Flow] = true
+	l.mu.Unlock()
+	if taken {
+		return h, false, fmt.Sprintf("a second stream %q from %v", truncate(h.Flow), c.RemoteAddr())
+	}
+	return h, true, ""
 }
 
 func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	line, err := bufio.NewReader(io.LimitReader(c, maxHelloLength)).ReadBytes('\n')
-	if err != nil {
-		return nil // not one of ours; say nothing to it
+	h, ok, why := l.authenticate(c)
+	if !ok {
+		// Closed without a word: nothing here ends the run.
+		l.refuse(why)
+		return nil
 	}
-	var h hello
-	if json.Unmarshal(line, &h) != nil || subtle.ConstantTimeCompare([]byte(h.Token), []byte(l.spec.Token)) != 1 {
-		return nil // wrong token: drop it
-	}
-	c.SetReadDeadline(time.Time{})
 	if h.CC != "" {
 		rc, err := c.SyscallConn()
 		if err == nil {
@@ -303,8 +418,14 @@ func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPC
 		return nil, fmt.Errorf("connect to %s: %w", spec.Addr, err)
 	}
 	c := nc.(*net.TCPConn)
-	h, _ := json.Marshal(hello{Token: spec.Token, Flow: f.Name, Direction: f.Direction, CC: f.CC, TOS: f.TOS, TCPInfo: f.TCPInfo,
-		Duration: spec.Duration})
+	nonce, err := readNonce(c, helloTimeout)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	hl := hello{Flow: f.Name, Direction: f.Direction, CC: f.CC, TOS: f.TOS, TCPInfo: f.TCPInfo, Duration: spec.Duration}
+	hl.MAC = macFields(spec.Token, ctxStream, nonce, hl.fields()...)
+	h, _ := json.Marshal(hl)
 	if _, err := c.Write(append(h, '\n')); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("send stream hello: %w", err)
@@ -314,7 +435,7 @@ func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPC
 	var ack [1]byte
 	if _, err := io.ReadFull(c, ack[:]); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("the server did not accept the stream (wrong token or listener gone): %w", err)
+		return nil, fmt.Errorf("the server did not accept the stream (wrong token, a hello it refused, or listener gone): %w", err)
 	}
 	c.SetReadDeadline(time.Time{})
 	return c, nil
