@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -476,14 +475,28 @@ Host *
 
 const proxyHelperEnv = "BLOATBENCH_TEST_PROXY_HELPER"
 
-// TestProxyCommandHelper is not a test: run by the tests below as a ProxyCommand
-// (this test binary, with proxyHelperEnv set), it is nc HOST PORT PIDFILE: it
-// writes its pid to PIDFILE and joins its stdin and stdout to a TCP connection.
-func TestProxyCommandHelper(t *testing.T) {
-	if os.Getenv(proxyHelperEnv) == "" {
-		t.Skip("run as a ProxyCommand by TestProxyCommand")
+// TestMain runs the tests, or, as a ProxyCommand of the tests below (this test
+// binary, with proxyHelperEnv set), proxyHelper.
+func TestMain(m *testing.M) {
+	if os.Getenv(proxyHelperEnv) != "" {
+		proxyHelper(os.Args[1:])
 	}
-	args := flag.Args()
+	os.Exit(m.Run())
+}
+
+// proxyHelper is nc HOST PORT PIDFILE (after a "--"): it writes its pid to PIDFILE
+// and joins its stdin and stdout to a TCP connection, then exits.
+func proxyHelper(args []string) {
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	if len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "helper: want -- HOST PORT PIDFILE, got", args)
+		os.Exit(2)
+	}
 	os.WriteFile(args[2], []byte(strconv.Itoa(os.Getpid())), 0o600)
 	c, err := net.Dial("tcp", net.JoinHostPort(args[0], args[1]))
 	if err != nil {
@@ -495,7 +508,6 @@ func TestProxyCommandHelper(t *testing.T) {
 		c.(*net.TCPConn).CloseWrite()
 	}()
 	io.Copy(os.Stdout, c)
-	// Before the testing package prints PASS on stdout, the connection.
 	os.Exit(0)
 }
 
@@ -540,7 +552,7 @@ func TestProxyCommand(t *testing.T) {
 	}
 	pidFile := func(t *testing.T) string { return filepath.Join(t.TempDir(), "pid") }
 	helper := func(pid string) string {
-		return "env " + proxyHelperEnv + "=1 " + Quote(self) + " -test.run=^TestProxyCommandHelper$ -- %h %p " + Quote(pid)
+		return "env " + proxyHelperEnv + "=1 " + Quote(self) + " -- %h %p " + Quote(pid)
 	}
 	target := func(t *testing.T) *inventory.Host {
 		tg := clientTarget(t, addr, authorizedLine(knownhosts.Normalize(addr), hostKey.PublicKey()))
