@@ -192,19 +192,16 @@ func TestRunLocalDownload(t *testing.T) {
 	}
 }
 
-// htb at 100 Mbit/s with GSO off: the TCP payload rate is 100 x 1448/1514 (timestamps on).
+// htb at 100 Mbit/s with GSO off: the TCP payload rate is what htb passed, times
+// 1448/1514 (timestamps on), and htb passes 100 Mbit/s.
 func TestShapedThroughput(t *testing.T) {
 	inv, _ := lab(t, "--rate", "100mbit", "--gso", "off")
-	r := bb(t, "run", "-H", inv, "-l", "15", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
+	out := t.TempDir()
+	r := bb(t, "run", "-H", inv, "-l", "15", "-d", "2", "-o", out, "--format", "json", "--sampler", "softnet@client", "tcp_4down")
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
-	got := parseSummary(t, r.stdout)["TCP download sum"]
-	want := 100 * 1448.0 / 1514
-	t.Logf("TCP download sum median %.2f Mbit/s, htb payload rate %.2f", got, want)
-	if math.Abs(got-want)/want > 0.02 {
-		t.Errorf("TCP download sum median %.2f Mbit/s is not within 2%% of %.2f", got, want)
-	}
+	checkTCPDownload(t, dataFile(t, out), parseSummary(t, r.stdout)["TCP download sum"], 100e6)
 }
 
 // A 300000-byte bfifo at 100 Mbit/s holds at most 24 ms: our ping must agree with
@@ -264,9 +261,23 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	}
 	ours, theirMedian := medians["Ping (ms) ICMP loaded"], median(theirs)
 	idle := medians["Ping (ms) ICMP idle"]
-	t.Logf("loaded ping median: bloatbench %.2f ms, iputils %.2f ms; idle %.3f ms", ours, theirMedian, idle)
-	if math.Abs(ours-theirMedian)/theirMedian > 0.10 {
-		t.Errorf("loaded ping median %.2f ms differs from iputils' %.2f ms by more than 10%%", ours, theirMedian)
+	// The two probe one queue at different instants, so their medians are two
+	// estimates of its median. When the queue stays full they agree closely; when
+	// the senders fall behind on a busy machine it swings, and so do the estimates.
+	// Allowed: 10%, or more where the samples' spread says their medians are not
+	// known better (McGill's notches: a median is known to 1.58 IQR/sqrt(n), and two
+	// whose notches overlap do not differ). That each of ours is the wire's round
+	// trip is checked sample by sample below.
+	var loaded []float64
+	for _, s := range run.Samples["Ping (ms) ICMP"] {
+		if !s.Lost && s.T >= loadStart && s.T <= loadEnd {
+			loaded = append(loaded, s.V)
+		}
+	}
+	allowed := math.Max(0.10*theirMedian, notch(loaded)+notch(theirs))
+	t.Logf("loaded ping median: bloatbench %.2f ms (notch %.2f), iputils %.2f ms (notch %.2f); idle %.3f ms", ours, notch(loaded), theirMedian, notch(theirs), idle)
+	if math.Abs(ours-theirMedian) > allowed {
+		t.Errorf("loaded ping median %.2f ms differs from iputils' %.2f ms by more than %.2f ms", ours, theirMedian, allowed)
 	}
 	if idle >= 1 {
 		t.Errorf("idle ping %.3f ms, want under 1 ms", idle)
@@ -349,6 +360,18 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	}
 }
 
+// notch is the half width of a median's notch (McGill, Tukey and Larsen, 1978):
+// 1.58 times the interquartile range over the square root of the count.
+func notch(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) < 4 {
+		return math.Inf(1)
+	}
+	q := func(p float64) float64 { return s[int(math.Round(p*float64(len(s)-1)))] }
+	return 1.58 * (q(0.75) - q(0.25)) / math.Sqrt(float64(len(s)))
+}
+
 // Our ICMP probes carry ping's default payload, 56 bytes (as iputils' would), so an
 // ICMP length of 64 on the wire; iputils is given iputilsPayload, so the capture
 // tells the two apart.
@@ -412,19 +435,6 @@ func hasEvery(wire map[int]float64, samples []datafile.Sample) bool {
 
 // echoLine is an ICMP echo as tcpdump -n -tt prints it.
 var echoLine = regexp.MustCompile(`^(\d+\.\d+) IP .*: ICMP echo (request|reply), id (\d+), seq (\d+), length (\d+)`)
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
 
 func TestTCP128Down(t *testing.T) {
 	inv, _ := lab(t, "--rate", "200mbit")

@@ -19,8 +19,10 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	linux "golang.org/x/sys/unix"
 )
 
 // UDP flood, flent's udp_flood (iperf -u -b): flows of datagrams sent at a target
@@ -288,6 +290,9 @@ type udpSink struct {
 	flows  map[sinkKey]*sinkFlow
 	// full counts datagrams of flows past maxSinkFlows, for the end's warning.
 	full int64
+	// drops is the socket's own drop count (its receive buffer full), as last read
+	// at a step: the socket may be closed by the time the sink finishes.
+	drops uint32
 }
 
 // sinkKey is a flow: its sender's socket and its number.
@@ -366,6 +371,11 @@ func (s *udpSink) run(ctx context.Context) error {
 		step = 0.2 // as the other samplers do
 	}
 	onSteps(ctx, startTime(s.spec.Start), time.Time{}, step, recvErr, s.tick)
+	if drops, ok := socketDrops(s.pc); ok { // unless ctx's end closed it first
+		s.mu.Lock()
+		s.drops = drops
+		s.mu.Unlock()
+	}
 	s.pc.Close()
 	err := <-recvErr
 	s.finish(time.Now())
@@ -449,8 +459,12 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte) {
 
 // tick samples every flow at now.
 func (s *udpSink) tick(now time.Time) {
+	drops, ok := socketDrops(s.pc)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ok {
+		s.drops = drops
+	}
 	for _, f := range s.flows {
 		if !f.ended && now.Sub(f.lastRx) < udpIdle {
 			s.sample(f, now, false)
@@ -544,7 +558,39 @@ func (s *udpSink) finish(now time.Time) {
 	if s.full > 0 && s.env.Warn != nil {
 		s.env.Warn(fmt.Sprintf("udp-sink: %d datagrams ignored: more than %d flows", s.full, maxSinkFlows))
 	}
+	if s.drops > 0 && s.env.Warn != nil {
+		s.env.Warn(fmt.Sprintf("udp-sink: %d datagrams dropped by this host's own receive buffer (%d bytes), counted as lost above: "+
+			"lost at the receiver, not on the path", s.drops, s.rcvbuf))
+	}
 }
+
+// socketDrops is the kernel's count of datagrams a socket dropped because its
+// receive buffer was full (SO_MEMINFO's SK_MEMINFO_DROPS): loss at the sink that
+// the sequence numbers alone would put on the path.
+func socketDrops(c *net.UDPConn) (uint32, bool) {
+	if c == nil {
+		return 0, false
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info [skMeminfoVars]uint32
+	var errno syscall.Errno
+	rc.Control(func(fd uintptr) {
+		size := uint32(unsafe.Sizeof(info))
+		_, _, errno = syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.SOL_SOCKET, linux.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&size)), 0)
+	})
+	if errno != 0 {
+		return 0, false
+	}
+	return info[skMeminfoDrops], true
+}
+
+// SK_MEMINFO_DROPS and SK_MEMINFO_VARS of linux/sock_diag.h (x/sys/unix has only
+// SO_MEMINFO).
+const skMeminfoDrops, skMeminfoVars = 8, 9
 
 // onSteps calls sample at start + k*step for k = 1, 2, ... before end (for ever
 // when end is zero), each computed from the start so that the samples never drift

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -434,5 +435,51 @@ func TestUDPSinkCounting(t *testing.T) {
 	}
 	if len(rec.errs) > 0 {
 		t.Error(rec.errs)
+	}
+}
+
+// The socket's own drops: a receive buffer at its minimum, 200 datagrams sent to it
+// unread, and the kernel's count says how many it could not hold (sent less what
+// reading then finds).
+func TestSocketDrops(t *testing.T) {
+	var lc net.ListenConfig
+	lc.Control = func(_, _ string, rc syscall.RawConn) error {
+		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1) })
+		return nil
+	}
+	pc, err := lc.ListenPacket(context.Background(), "udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	c := pc.(*net.UDPConn)
+	if d, ok := socketDrops(c); !ok || d != 0 {
+		t.Fatalf("a new socket: drops %d, ok %v", d, ok)
+	}
+	out, err := net.Dial("udp", c.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	const sent = 200
+	for range sent {
+		if _, err := out.Write(make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drops, ok := socketDrops(c)
+	if !ok {
+		t.Fatal("SO_MEMINFO unread")
+	}
+	got := 0
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	for buf := make([]byte, 2000); ; got++ {
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+	}
+	t.Logf("%d sent, %d read, %d dropped by the socket", sent, got, drops)
+	if drops == 0 || got+int(drops) != sent {
+		t.Errorf("%d sent, %d read, the socket counted %d dropped: want the two to add up to what was sent", sent, got, drops)
 	}
 }
