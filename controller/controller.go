@@ -983,6 +983,20 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 			out = append(out, in)
 		}
 	}
+	// A listener learns what its clients (of its pair) will ask of it, so that
+	// it answers nothing else from the test network.
+	at := map[string]int{}
+	for i, in := range out {
+		at[in.name] = i
+	}
+	for _, in := range out {
+		if in.job.Connect == "" {
+			continue
+		}
+		if i, ok := at[instanceName(in.job.Connect, in.pair)]; ok {
+			out[i].spec.Clients = append(out[i].spec.Clients, runners.Client{Kind: in.job.Kind, Duration: in.spec.Duration, Params: in.spec.Params})
+		}
+	}
 	return out
 }
 

@@ -128,6 +128,16 @@ func TestInstancesPairs(t *testing.T) {
 	if strings.Join(names, ",") != "TCP download::1 (pair 2),TCP download::2 (pair 2)" {
 		t.Errorf("pair 2's streams yield %v", names)
 	}
+	// Each pair's listener is told of its own pair's streams, and of no other's.
+	for _, pair := range []string{"1", "2", "3"} {
+		l, st := byName["listen/"+pair].spec, byName["streams/"+pair].spec
+		if len(l.Clients) != 1 || l.Clients[0].Kind != "tcp-streams" || l.Clients[0].Duration != 10 || string(l.Clients[0].Params) != string(st.Params) {
+			t.Errorf("listen/%s's clients %+v", pair, l.Clients)
+		}
+	}
+	if c := byName["ping/1"].spec.Clients; c != nil {
+		t.Errorf("ping has clients %+v", c)
+	}
 	if s := byName["qdisc"].spec; s.Pair != "" || len(byName["qdisc"].series) != 0 && byName["qdisc"].series[0].Pair != "" {
 		t.Errorf("the bottleneck's sampler is given pair %q", s.Pair)
 	}

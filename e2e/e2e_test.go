@@ -37,6 +37,10 @@ func needLab(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	// The test binary is also a peer on a lab's test network (untrusted_test.go).
+	if mode := os.Getenv("BB_E2E_PEER"); mode != "" {
+		os.Exit(peerMain(mode))
+	}
 	// The lab's tools matter to the tests that run as root only; without root
 	// those skip, and the tests that need neither still run.
 	if os.Geteuid() == 0 {

@@ -120,8 +120,14 @@ type packet struct {
 // listening; stop ends it as ^C would and returns what it said.
 func startCapture(t *testing.T, ns, dev, pcap, filter string) (stop func() string) {
 	t.Helper()
+	return startCaptureArgs(t, ns, dev, pcap, filter, "128")
+}
+
+// startCaptureArgs is startCapture keeping snap bytes of each packet.
+func startCaptureArgs(t *testing.T, ns, dev, pcap, filter, snap string) (stop func() string) {
+	t.Helper()
 	// -U: each packet goes to the file as it comes, none is lost in a buffer at ^C.
-	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-n", "-s", "128", "-U", "-w", pcap, filter)
+	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-n", "-s", snap, "-U", "-w", pcap, filter)
 	var stderr e2eutil.LockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

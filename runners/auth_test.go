@@ -125,9 +125,15 @@ type streamLab struct {
 
 func startStreamLab(t *testing.T, token string, wrap func(net.Listener) net.Listener) *streamLab {
 	t.Helper()
+	return startPlannedLab(t, ListenSpec{Addr: "127.0.0.1", Token: token, Step: 0.05}, wrap)
+}
+
+// startPlannedLab is startStreamLab with a spec of the test's own (a plan).
+func startPlannedLab(t *testing.T, spec ListenSpec, wrap func(net.Listener) net.Listener) *streamLab {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	lab := &streamLab{got: &samples{}, cancel: cancel, served: make(chan error, 1)}
-	l, err := Listen(ctx, ListenSpec{Addr: "127.0.0.1", Token: token, Step: 0.05}, lab.got.emit)
+	l, err := Listen(ctx, spec, lab.got.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,6 +303,49 @@ func TestListenerRefusesBadHellos(t *testing.T) {
 	lab.mu.Lock()
 	defer lab.mu.Unlock()
 	if len(lab.warns) == 0 || !strings.Contains(strings.Join(lab.warns, "\n"), "refused 4 connections") {
+		t.Errorf("warnings %q", lab.warns)
+	}
+}
+
+// TestListenerHoldsToPlan: a listener given its clients' plans (as the controller
+// gives them) refuses authenticated hellos for streams the run did not plan, or
+// planned otherwise, and serves the planned ones.
+func TestListenerHoldsToPlan(t *testing.T) {
+	const token = "tok"
+	raw, _, err := Kinds()["tcp-streams"].Plan(map[string]any{"flows": []any{
+		map[string]any{"direction": "download", "count": 1}, map[string]any{"direction": "upload", "count": 1, "tcp_info": true}}}, NewPlanner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, longest, err := streamsPlanOf([]Client{{Kind: "tcp-streams", Duration: 2, Params: raw}})
+	if err != nil || len(plan) != 2 || longest != 2 {
+		t.Fatalf("plan %+v, %g, %v", plan, longest, err)
+	}
+	if _, _, err := streamsPlanOf([]Client{{Kind: "udp-rr"}}); err == nil {
+		t.Error("a udp-rr client of tcp-listen planned")
+	}
+	lab := startPlannedLab(t, ListenSpec{Addr: "127.0.0.1", Token: token, Step: 0.05, Plan: plan, Duration: longest}, nil)
+	for name, h := range map[string]hello{
+		"unplanned flow":   {Flow: "TCP download::7", Direction: Download, Duration: 1},
+		"other direction":  {Flow: "TCP download::1", Direction: Upload, Duration: 1},
+		"cc not planned":   {Flow: "TCP download::1", Direction: Download, CC: "reno", Duration: 1},
+		"TOS not planned":  {Flow: "TCP download::1", Direction: Download, TOS: 4, Duration: 1},
+		"tcp_info not set": {Flow: "TCP upload::1", Direction: Upload, Duration: 1},
+		"longer than plan": {Flow: "TCP download::1", Direction: Download, Duration: 3},
+	} {
+		c, _ := dialHello(t, lab.addr(), token, &h)
+		if !refused(c) {
+			t.Errorf("%s: accepted", name)
+		}
+		c.Close()
+	}
+	lab.run(t, token, plan["TCP download::1"])
+	if err := lab.stop(); err != nil {
+		t.Fatalf("the run failed: %v", err)
+	}
+	lab.mu.Lock()
+	defer lab.mu.Unlock()
+	if w := strings.Join(lab.warns, "\n"); !strings.Contains(w, "refused 6 connections") || !strings.Contains(w, "not one the run planned") {
 		t.Errorf("warnings %q", lab.warns)
 	}
 }

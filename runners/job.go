@@ -46,6 +46,16 @@ type JobSpec struct {
 	Pair string `json:"pair,omitempty"`
 	// Params are the kind's own, as Kind.Plan resolved them.
 	Params json.RawMessage `json:"params,omitempty"`
+	// Clients are the jobs of the same pair that connect to this one, as planned:
+	// a listener accepts from the test network only what they will ask of it.
+	Clients []Client `json:"clients,omitempty"`
+}
+
+// Client is a job that connects to another, as the controller planned it.
+type Client struct {
+	Kind     string          `json:"kind"`
+	Duration float64         `json:"duration,omitempty"`
+	Params   json.RawMessage `json:"params,omitempty"`
 }
 
 // Dev is a device a run watches on a host.

@@ -195,11 +195,15 @@ var rrServerKind = Kind{
 		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
 			return nil, Started{}, err
 		}
+		tcp, udpResponse, err := rrPlanOf(spec.Clients)
+		if err != nil {
+			return nil, Started{}, err
+		}
 		s, err := listenRR(ctx, spec.Target, spec.Token)
 		if err != nil {
 			return nil, Started{}, err
 		}
-		s.env = env
+		s.env, s.tcpPlan, s.udpResponse = env, tcp, udpResponse
 		return JobFunc(s.serve), Started{Port: s.port,
 			Message: fmt.Sprintf("answering UDP and TCP request/response on port %d", s.port)}, nil
 	},
@@ -217,6 +221,39 @@ type rrServer struct {
 	// by tests and for the warning at the end.
 	unauthenticated atomic.Int64
 	env             Env
+	// tcpPlan is the sizes and marks (request, response, TOS) the run's tcp-rr clients will ask for, and
+	// udpResponse the largest response its udp-rr clients will: nothing else is
+	// answered. Nil and 0 (a server started on its own) answer any within the caps.
+	tcpPlan     map[[3]int]bool
+	udpResponse int
+}
+
+// rrPlanOf is what the jobs that connect to an rr-server will ask of it.
+func rrPlanOf(clients []Client) (map[[3]int]bool, int, error) {
+	if len(clients) == 0 {
+		return nil, 0, nil
+	}
+	tcp, udpResponse := map[[3]int]bool{}, udpResponseHeader
+	for _, c := range clients {
+		udp := c.Kind == "udp-rr"
+		if !udp && c.Kind != "tcp-rr" {
+			return nil, 0, fmt.Errorf("rr-server: a %s job connects to it: only udp-rr and tcp-rr can", c.Kind)
+		}
+		var p rrParams
+		if err := decodeRaw(c.Params, &p); err != nil {
+			return nil, 0, fmt.Errorf("rr-server: a client's plan: %w", err)
+		}
+		cfg, err := p.resolve(udp)
+		if err != nil {
+			return nil, 0, fmt.Errorf("rr-server: a client's plan: %w", err)
+		}
+		if udp {
+			udpResponse = max(udpResponse, cfg.response)
+		} else {
+			tcp[[3]int{cfg.request, cfg.response, max(cfg.tos, 0)}] = true
+		}
+	}
+	return tcp, udpResponse, nil
 }
 
 // listenRR binds TCP and UDP on one port of addr: a client needs one port
@@ -303,7 +340,7 @@ func (s *rrServer) serveUDP(ctx context.Context) error {
 			continue // not one of ours: say nothing to it
 		}
 		size := binary.BigEndian.Uint32(in[24:28])
-		if size < udpResponseHeader || size > MaxUDPRRSize {
+		if size < udpResponseHeader || size > MaxUDPRRSize || s.udpResponse > 0 && int(size) > s.udpResponse {
 			s.unauthenticated.Add(1)
 			continue
 		}
@@ -342,6 +379,9 @@ func (s *rrServer) serveTCP(ctx context.Context, c *net.TCPConn) {
 	if h.RequestSize < 1 || h.RequestSize > MaxTCPRRSize || h.ResponseSize < 1 || h.ResponseSize > MaxTCPRRSize ||
 		h.TOS < 0 || h.TOS > 255 {
 		return
+	}
+	if s.tcpPlan != nil && !s.tcpPlan[[3]int{h.RequestSize, h.ResponseSize, h.TOS}] {
+		return // not what any of the run's clients asks for
 	}
 	if h.TOS != 0 {
 		if setTOS(c, isV4(c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()), h.TOS) != nil {

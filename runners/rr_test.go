@@ -180,14 +180,14 @@ func (r *rrRecorder) env() Env {
 }
 
 // startRRServer runs an rr-server job on addr until the test ends.
-func startRRServer(t *testing.T, addr, token string) int {
+func startRRServer(t *testing.T, addr, token string, clients ...Client) int {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	kind := Kinds()["rr-server"]
 	if !kind.Background {
 		t.Error("rr-server is not a background kind")
 	}
-	job, st, err := kind.Start(ctx, JobSpec{Kind: "rr-server", Target: addr, Token: token, Step: 0.1}, Env{})
+	job, st, err := kind.Start(ctx, JobSpec{Kind: "rr-server", Target: addr, Token: token, Step: 0.1, Clients: clients}, Env{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -550,5 +550,69 @@ func TestRRTransactionsLongerThanAStep(t *testing.T) {
 		if s.V < 245 || s.V > 300 || s.Dur < 0.15 {
 			t.Errorf("sample %d = %+v: not a transaction of %v", i, s, hold)
 		}
+	}
+}
+
+// TestRRServerHoldsToPlan: given its clients' plans, the server answers what they
+// ask (authenticated) and nothing else: no larger UDP response, no TCP hello of
+// other sizes or mark.
+func TestRRServerHoldsToPlan(t *testing.T) {
+	const token = "tok"
+	plan := func(kind string, params map[string]any) Client {
+		raw, _, err := Kinds()[kind].Plan(params, NewPlanner())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Client{Kind: kind, Duration: 1, Params: raw}
+	}
+	port := startRRServer(t, "127.0.0.1", token,
+		plan("udp-rr", map[string]any{"response_size": 100}),
+		plan("tcp-rr", map[string]any{"request_size": 10, "response_size": 20, "series": "TCP RR 2", "rate_series": "TCP RR 2 rate"}))
+	c, err := net.Dial("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local := netip.MustParseAddrPort(c.LocalAddr().String())
+	for _, tc := range []struct {
+		size uint32
+		want bool
+	}{{100, true}, {8, true}, {101, false}, {MaxUDPRRSize, false}} {
+		b := make([]byte, 32)
+		b[24], b[25], b[26], b[27] = byte(tc.size>>24), byte(tc.size>>16), byte(tc.size>>8), byte(tc.size)
+		copy(b, udpRequestMAC(token, local, b[rrKeySize:udpRequestHeader]))
+		c.Write(b)
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := c.Read(make([]byte, 1<<16))
+		if got := err == nil; got != tc.want || got && n != int(tc.size) {
+			t.Errorf("UDP response of %d asked: answered %v (%d bytes), want %v", tc.size, got, n, tc.want)
+		}
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for _, tc := range []struct {
+		h    rrHello
+		want bool
+	}{
+		{rrHello{RequestSize: 10, ResponseSize: 20}, true},
+		{rrHello{RequestSize: 10, ResponseSize: 21}, false},
+		{rrHello{RequestSize: 1, ResponseSize: 1}, false},
+		{rrHello{RequestSize: 10, ResponseSize: 20, TOS: 184}, false},
+	} {
+		tc := tc
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonce, err := readNonce(conn, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.h.MAC = macFields(token, ctxTCPRR, nonce, tc.h.fields()...)
+		b, _ := json.Marshal(tc.h)
+		conn.Write(append(b, '\n'))
+		if got := !refused(conn); got != tc.want {
+			t.Errorf("TCP hello %d/%d TOS %d: accepted %v, want %v", tc.h.RequestSize, tc.h.ResponseSize, tc.h.TOS, got, tc.want)
+		}
+		conn.Close()
 	}
 }

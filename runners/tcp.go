@@ -23,6 +23,51 @@ type ListenSpec struct {
 	Addr  string  `json:"addr"`  // the server's test_ip
 	Token string  `json:"token"` // connections must present it
 	Step  float64 `json:"step"`  // sampling interval for streams this side receives, seconds
+	// Plan is every stream the run's clients will open, by flow name, and
+	// Duration the longest they run: a hello that asks for anything else is
+	// refused. Nil takes any well-formed hello (a listener started on its own).
+	Plan     map[string]StreamFlow
+	Duration float64
+}
+
+// streamsPlanOf is what the tcp-streams jobs that connect to a listener will open.
+func streamsPlanOf(clients []Client) (map[string]StreamFlow, float64, error) {
+	if len(clients) == 0 {
+		return nil, 0, nil
+	}
+	plan, longest := map[string]StreamFlow{}, 0.0
+	for _, c := range clients {
+		if c.Kind != "tcp-streams" {
+			return nil, 0, fmt.Errorf("tcp-listen: a %s job connects to it: only tcp-streams can", c.Kind)
+		}
+		var p streamsPlan
+		if err := decodeRaw(c.Params, &p); err != nil {
+			return nil, 0, fmt.Errorf("tcp-listen: a client's plan: %w", err)
+		}
+		for _, f := range p.Flows {
+			plan[f.Name] = f
+		}
+		longest = max(longest, c.Duration)
+	}
+	return plan, longest, nil
+}
+
+// planned refuses a hello that is not one of the plan's streams as planned.
+func (l *Listener) planned(h hello) error {
+	if l.spec.Plan == nil {
+		return nil
+	}
+	f, ok := l.spec.Plan[h.Flow]
+	switch {
+	case !ok:
+		return fmt.Errorf("stream %q is not one the run planned", truncate(h.Flow))
+	case f.Direction != h.Direction || f.CC != h.CC || f.TOS != h.TOS || f.TCPInfo != h.TCPInfo:
+		return fmt.Errorf("stream %q asks for direction %q, cc %q, TOS %d, tcp_info %v; the run planned %q, %q, %d, %v",
+			truncate(h.Flow), truncate(h.Direction), truncate(h.CC), h.TOS, h.TCPInfo, f.Direction, f.CC, f.TOS, f.TCPInfo)
+	case h.Duration > l.spec.Duration:
+		return fmt.Errorf("stream %q asks for %gs: the run planned %gs", truncate(h.Flow), h.Duration, l.spec.Duration)
+	}
+	return nil
 }
 
 // StreamsSpec runs TCP streams from the client to a listener.
@@ -260,6 +305,9 @@ func (l *Listener) authenticate(c *net.TCPConn) (h hello, ok bool, why string) {
 		return h, false, fmt.Sprintf("a hello from %v that is not authenticated by the run's secret", c.RemoteAddr())
 	}
 	if err := h.check(l.cc); err != nil {
+		return h, false, fmt.Sprintf("a hello from %v: %v", c.RemoteAddr(), err)
+	}
+	if err := l.planned(h); err != nil {
 		return h, false, fmt.Sprintf("a hello from %v: %v", c.RemoteAddr(), err)
 	}
 	l.mu.Lock()
@@ -538,7 +586,11 @@ var tcpListenKind = Kind{
 		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
 			return nil, Started{}, err
 		}
-		l, err := Listen(ctx, ListenSpec{Addr: spec.Target, Token: spec.Token, Step: spec.Step}, env.Emit)
+		plan, longest, err := streamsPlanOf(spec.Clients)
+		if err != nil {
+			return nil, Started{}, err
+		}
+		l, err := Listen(ctx, ListenSpec{Addr: spec.Target, Token: spec.Token, Step: spec.Step, Plan: plan, Duration: longest}, env.Emit)
 		if err != nil {
 			return nil, Started{}, err
 		}
