@@ -53,6 +53,8 @@ const (
 	ctxStream = "bloatbench stream hello v2"
 	ctxTCPRR  = "bloatbench tcp-rr hello v2"
 	ctxUDPRR  = "bloatbench udp-rr request v2"
+	// ctxUDPProbe is udp-probe's request.
+	ctxUDPProbe = "bloatbench udp-probe request v2"
 )
 
 // newNonce is a fresh challenge.

@@ -2,7 +2,7 @@ package runners
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/hmac"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -30,7 +30,10 @@ import (
 //
 // Request, size bytes (udpProbeHeader to MaxUDPRRSize):
 //
-//	0..16   key: the first 16 bytes of SHA-256(token), as udp-rr's (tokenKey)
+//	0..16   MAC: HMAC-SHA256 keyed by the run's secret over the client's address
+//	        as the server sees it, bytes 16..40 and the request's size, its first
+//	        16 bytes (probeMAC): a request recorded off the link is answered to
+//	        its own sender only, and never at another size
 //	16..24  sequence number: the probe's index from the start, k
 //	24..32  client send time, its clock, taken just before sendto (informational:
 //	        the client keeps its own, the kernel's where it has it)
@@ -52,7 +55,7 @@ import (
 //	33..40  zero
 //	40..    zero padding
 //
-// A request with a wrong key, a bad size or non-zero reserved bytes gets no answer.
+// A request with a wrong MAC, a bad size or non-zero reserved bytes gets no answer.
 
 // KindUDPProbe is the data file's kind for UDP probe series. It belongs beside
 // datafile's other kinds; it is defined here so that this runner stays one file.
@@ -88,9 +91,15 @@ const (
 	maxProbeSeq = 1 << 40
 )
 
+// probeMAC is a request's MAC for a client's address (as the server sees it).
+func probeMAC(token string, from netip.AddrPort, b []byte) []byte {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	return macFields(token, ctxUDPProbe, nil, from.String(), string(b[rrKeySize:udpProbeHeader]), strconv.Itoa(len(b)))[:udpMACSize]
+}
+
 // probeRequest is a request's header.
 type probeRequest struct {
-	key  [rrKeySize]byte
+	key  [rrKeySize]byte // the MAC
 	seq  uint64
 	sent int64 // client send time, Unix ns
 	tos  uint8
@@ -287,7 +296,7 @@ func (k rxStampsOnly) setsockoptInt(fd, level, opt, value int) error {
 type udpEcho struct {
 	pc     *net.UDPConn
 	port   int
-	key    [rrKeySize]byte
+	token  string
 	stamps stamping
 }
 
@@ -298,7 +307,7 @@ func listenEcho(ctx context.Context, addr, token string) (*udpEcho, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp-echo: listen on UDP %s: %w", addr, err)
 	}
-	s := &udpEcho{pc: pc.(*net.UDPConn), key: tokenKey(token)}
+	s := &udpEcho{pc: pc.(*net.UDPConn), token: token}
 	s.port = s.pc.LocalAddr().(*net.UDPAddr).Port
 	rc, err := s.pc.SyscallConn()
 	if err == nil {
@@ -336,7 +345,7 @@ func (s *udpEcho) serve(ctx context.Context) error {
 			return fmt.Errorf("udp-echo: receive: %w", err)
 		}
 		req, err := decodeProbeRequest(in[:n])
-		if err != nil || subtle.ConstantTimeCompare(req.key[:], s.key[:]) != 1 {
+		if err != nil || !hmac.Equal(req.key[:], probeMAC(s.token, from, in[:n])) {
 			continue // not one of ours: say nothing to it
 		}
 		rep := probeReply{seq: req.seq, serverRX: now.UnixNano()}
@@ -435,7 +444,8 @@ type udpProber struct {
 	cfg  udpProbeConfig
 	spec JobSpec
 	env  Env
-	key  [rrKeySize]byte
+	// local is the socket's address, which the requests' MAC covers.
+	local netip.AddrPort
 	// answered marks the probes replied to, for duplicates; read and written by
 	// the receiving goroutine only, until it has ended.
 	answered []bool
@@ -502,7 +512,28 @@ func openUDPProbe(sc sysCalls, server netip.AddrPort, c udpProbeConfig, spec Job
 	}
 	p.wake = wake
 	p.stamps = enableStamps(sc, fd)
-	return &udpProber{p: p, cfg: c, spec: spec, key: tokenKey(spec.Token), tally: probeTally{maxSeq: -1}}, nil
+	local, err := localAddrPort(fd)
+	if err != nil {
+		linux.Close(fd)
+		linux.Close(wake)
+		return nil, err
+	}
+	return &udpProber{p: p, cfg: c, spec: spec, local: local, tally: probeTally{maxSeq: -1}}, nil
+}
+
+// localAddrPort is a connected socket's own address.
+func localAddrPort(fd int) (netip.AddrPort, error) {
+	sa, err := linux.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("getsockname: %w", err)
+	}
+	switch a := sa.(type) {
+	case *linux.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), nil
+	case *linux.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), nil
+	}
+	return netip.AddrPort{}, fmt.Errorf("getsockname: address %T", sa)
 }
 
 // describe says where its times come from, in words.
@@ -519,7 +550,8 @@ func (u *udpProber) send(k int, buf []byte) error {
 	u.p.lastSent = k
 	pr.sent = time.Now()
 	u.p.mu.Unlock()
-	probeRequest{key: u.key, seq: uint64(k), sent: pr.sent.UnixNano(), tos: uint8(max(u.cfg.tos, 0))}.encode(buf)
+	probeRequest{seq: uint64(k), sent: pr.sent.UnixNano(), tos: uint8(max(u.cfg.tos, 0))}.encode(buf)
+	copy(buf[:rrKeySize], probeMAC(u.spec.Token, u.local, buf))
 	// A connected socket: no address.
 	if err := u.p.sys.sendto(u.p.fd, buf, nil); err != nil {
 		return fmt.Errorf("send probe %d: %w", k, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -453,5 +454,44 @@ func TestUDPProbeStartRefuses(t *testing.T) {
 		if _, _, err := udpProbeKind.Start(context.Background(), tc.spec, e.env()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.spec, err, tc.want)
 		}
+	}
+}
+
+// The echo answers a request whose MAC covers its sender and size; the same bytes
+// from another socket (a recording replayed, or a spoofed source) or at another
+// size get nothing.
+func TestEchoAnswersOnlyItsSender(t *testing.T) {
+	const token = "secret"
+	port := startEcho(t, "127.0.0.1", token)
+	dial := func() (*net.UDPConn, netip.AddrPort) {
+		c, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, netip.MustParseAddrPort(c.LocalAddr().String())
+	}
+	c, local := dial()
+	other, _ := dial()
+	req := make([]byte, DefaultUDPProbeSize)
+	probeRequest{seq: 3}.encode(req)
+	copy(req, probeMAC(token, local, req))
+	longer := append(append([]byte(nil), req...), 0)
+	answered := func(c *net.UDPConn, b []byte) bool {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := c.Read(make([]byte, 2048))
+		return err == nil && n == len(b)
+	}
+	if !answered(c, req) {
+		t.Fatal("a request with its sender's MAC: no answer")
+	}
+	if answered(other, req) {
+		t.Error("the same request from another socket was answered")
+	}
+	if answered(c, longer) {
+		t.Error("the request one byte longer under the same MAC was answered")
 	}
 }
