@@ -148,3 +148,34 @@ func TestInterruptEndsSummary(t *testing.T) {
 		t.Errorf("stderr %q: want it to say interrupted", stderr.String())
 	}
 }
+
+// What no report formats reaches the terminal inert too: a setup's title from an
+// inventory (setups' table and --commands), and an error quoting a file name.
+func TestTerminalOutputInert(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "hosts.yaml")
+	yaml := "client: c\nserver: s\nhosts:\n  c: {ssh: root@192.0.2.1, test_ip: 198.18.0.1}\n  s: {ssh: root@192.0.2.2, test_ip: 198.18.0.2}\n" +
+		"bottleneck: [{host: s, dev: eth1}]\n" +
+		"setups:\n  evil: {extends: fq_codel, title: \"EVIL\\e]52;c;aGk=\\a\\u202eFQ\"}\n"
+	if err := os.WriteFile(inv, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evilFile := filepath.Join(dir, "run\x1b]0;pwned\x07.bb.json.gz")
+	for _, args := range [][]string{
+		{"setups", "-H", inv},
+		{"setups", "-H", inv, "--commands", "evil"},
+		{"summary", evilFile},
+	} {
+		r := bb(t, args...)
+		t.Logf("%v: %v\n%s%s", args[:1], r.err, r.stdout, r.stderr)
+		if strings.ContainsAny(r.stdout+r.stderr, "\x1b\x07\u202e") {
+			t.Errorf("%v: control bytes reached the terminal:\n%q\n%q", args, r.stdout, r.stderr)
+		}
+		if args[0] == "setups" && (r.err != nil || !strings.Contains(r.stdout, `EVIL\x1b]52`)) {
+			t.Errorf("%v: %v; want the title shown escaped:\n%s", args, r.err, r.stdout)
+		}
+		if args[0] == "summary" && (r.err == nil || !strings.Contains(r.stderr, `run\x1b]0;pwned\x07`)) {
+			t.Errorf("summary of a missing file: %v; want its name escaped in the error:\n%s", r.err, r.stderr)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bloatbench/bloatbench/report"
 	"github.com/urfave/cli/v2"
 )
 
@@ -66,16 +67,28 @@ func main() {
 	limitHeapToAddressSpace()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// What reaches the terminal is inert, whoever wrote it (a host's output in the
+	// log, a journal's names, an error quoting a file). The agent's protocol is on
+	// os.Stdout itself and does not pass through these.
+	stdout, stderr := report.NewTerminalWriter(os.Stdout), report.NewTerminalWriter(os.Stderr)
+	exit := func(code int) {
+		stdout.Flush()
+		stderr.Flush()
+		os.Exit(code)
+	}
 	if len(os.Args) > 1 && offline(os.Args[1]) {
 		go func() {
 			<-ctx.Done()
 			time.Sleep(interruptGrace)
-			fmt.Fprintln(os.Stderr, "bloatbench: interrupted")
-			os.Exit(130)
+			fmt.Fprintln(stderr, "bloatbench: interrupted")
+			exit(130)
 		}()
 	}
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "bloatbench:", err)
-		os.Exit(1)
+	app := newApp()
+	app.Writer, app.ErrWriter = stdout, stderr
+	if err := app.RunContext(ctx, os.Args); err != nil {
+		fmt.Fprintln(stderr, "bloatbench:", err)
+		exit(1)
 	}
+	exit(0)
 }

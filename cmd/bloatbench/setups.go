@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/report"
 )
 
 func setupsCommand() *cli.Command {
@@ -66,7 +67,8 @@ func setupsCommand() *cli.Command {
 				case s.Rate != "":
 					kinds += " @ " + s.Rate
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Title, kinds, s.Source)
+				// Escaped before the columns are laid out, so that they line up.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", report.EscapeText(s.Name), report.EscapeText(s.Title), kinds, report.EscapeText(s.Source))
 			}
 			return tw.Flush()
 		},
