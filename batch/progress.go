@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/report"
 )
 
 // progress draws a batch on a terminal with mpb: a bar for the batch's runs (i of
@@ -21,6 +22,7 @@ import (
 // readable. A nil *progress does nothing.
 type progress struct {
 	p    *mpb.Progress
+	log  *report.TerminalWriter // log lines, escaped, onto p
 	runs *mpb.Bar
 	run  *mpb.Bar
 
@@ -32,7 +34,7 @@ type progress struct {
 // isTerminal says whether w is a terminal that bars can be drawn on: isatty, and a
 // window size (a pseudo-terminal nobody sized has none, and mpb draws nothing there).
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := unwrapTerminal(w).(*os.File)
 	if !ok {
 		return false
 	}
@@ -43,15 +45,27 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && ws.Col > 0
 }
 
+// unwrapTerminal is the writer behind an escaping one (report.TerminalWriter), which
+// would escape the bars' own sequences.
+func unwrapTerminal(w io.Writer) io.Writer {
+	if u, ok := w.(interface{ Underlying() io.Writer }); ok {
+		return u.Underlying()
+	}
+	return w
+}
+
 // newProgress starts the bars on w when w is a terminal (or force is set, for
-// tests); else it returns nil.
+// tests); else it returns nil. The bars are drawn on the terminal itself; what they
+// show from the batch file (its name, the runs' labels) and the log lines above
+// them are escaped here.
 func newProgress(w io.Writer, force bool, name string, total, done int) *progress {
 	if !force && !isTerminal(w) {
 		return nil
 	}
-	pr := &progress{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(40))}
+	pr := &progress{p: mpb.New(mpb.WithOutput(unwrapTerminal(w)), mpb.WithWidth(40))}
+	pr.log = report.NewTerminalWriter(pr.p)
 	pr.runs = pr.p.AddBar(int64(total),
-		mpb.PrependDecorators(decor.Name("batch "+name+" ", decor.WCSyncSpaceR), decor.CountersNoUnit("run %d of %d", decor.WCSyncSpaceR)),
+		mpb.PrependDecorators(decor.Name("batch "+report.EscapeText(name)+" ", decor.WCSyncSpaceR), decor.CountersNoUnit("run %d of %d", decor.WCSyncSpaceR)),
 		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO, decor.WCSyncSpace), decor.Name(" ETA "), decor.AverageETA(decor.ET_STYLE_GO)))
 	pr.runs.SetCurrent(int64(done))
 	return pr
@@ -62,7 +76,7 @@ func (pr *progress) Log(fallback io.Writer) io.Writer {
 	if pr == nil {
 		return fallback
 	}
-	return pr.p
+	return pr.log
 }
 
 // startRun draws a bar for a run of total seconds.
@@ -77,7 +91,7 @@ func (pr *progress) startRun(label string, total float64) {
 		mpb.PrependDecorators(decor.Any(func(decor.Statistics) string {
 			pr.mu.Lock()
 			defer pr.mu.Unlock()
-			return pr.label
+			return report.EscapeText(pr.label)
 		}, decor.WCSyncSpaceR)),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 			pr.mu.Lock()
@@ -142,6 +156,7 @@ func (pr *progress) stop() {
 	if pr == nil {
 		return
 	}
+	pr.log.Flush()
 	pr.endRunBar()
 	pr.runs.Abort(false)
 	pr.p.Wait()

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
 )
 
 // killedRun starts a run with setup htb+bfifo and SIGKILLs it once its streams run:
@@ -152,5 +155,40 @@ func TestTwoCrashedRunsRestoredNewestFirst(t *testing.T) {
 		if j, _ := filepath.Glob(filepath.Join(st, "bloatbench", "journal", "*.json")); len(j) != 0 {
 			t.Errorf("journals left: %v", j)
 		}
+	}
+}
+
+// A nightly batch after a crashed run: the batch refuses before its first run,
+// naming the journal, rather than fail every run; with --restore-stale it restores
+// first and runs, and the lab ends as before the crash.
+func TestBatchAfterACrashedRun(t *testing.T) {
+	invPath, inv := setupLab(t)
+	before := labState(t, inv)
+	state := t.TempDir()
+	journal := killedRun(t, invPath, state)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nightly.yaml")
+	body := fmt.Sprintf("name: nightly\ninventory: %s\noutput: %s\nlength: 2\ndelay: 0.5\nrepetitions: 1\ntests: [{test: tcp_4down}]\nsetups: [htb+bfifo]\n",
+		invPath, filepath.Join(dir, "results"))
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_STATE_HOME=" + state}
+	r := bbEnv(t, env, "batch", file)
+	if r.err == nil || !strings.Contains(r.stderr, journal) || !strings.Contains(r.stderr, "--restore-stale") {
+		t.Fatalf("batch over a stale journal: %v; want a refusal naming %s:\n%s", r.err, journal, r.stderr)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(dir, "results", "*", "*"+datafile.Ext)); len(runs) != 0 {
+		t.Errorf("the refused batch ran: %v", runs)
+	}
+	r = bbEnv(t, env, "batch", "--restore-stale", file)
+	if r.err != nil {
+		t.Fatalf("batch --restore-stale: %v\n%s", r.err, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "--restore-stale: restoring") || !strings.Contains(r.stdout, "1 of 1 runs complete") {
+		t.Errorf("batch --restore-stale did not restore first and run:\n%s\n%s", r.stdout, r.stderr)
+	}
+	if now := labState(t, inv); now != before {
+		t.Errorf("not as before the crash:\nbefore\n%s\nafter\n%s", before, now)
 	}
 }

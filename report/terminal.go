@@ -27,6 +27,11 @@ type TerminalWriter struct {
 // NewTerminalWriter returns w behind the escaping.
 func NewTerminalWriter(w io.Writer) *TerminalWriter { return &TerminalWriter{w: w} }
 
+// Underlying is the writer behind the escaping: for what draws on the terminal
+// with sequences of its own (the batch's progress bars), which must then escape
+// whatever else it writes itself.
+func (t *TerminalWriter) Underlying() io.Writer { return t.w }
+
 // Write escapes p and writes it; it reports all of p written when the escaped
 // bytes were.
 func (t *TerminalWriter) Write(p []byte) (int, error) {

@@ -34,6 +34,7 @@ func batchCommand() *cli.Command {
 			&cli.StringFlag{Name: "baseline", Usage: "an earlier batch's folder: judge this batch against it with the file's thresholds"},
 			&cli.StringFlag{Name: "note", Usage: "free text kept with the batch and at the top of its summary"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
+			&cli.BoolFlag{Name: "restore-stale", Usage: "as for run: restore what an earlier run left (a crashed batch's journal) before the first run, rather than refuse the batch"},
 		},
 		Action: batchAction,
 	}
@@ -77,6 +78,17 @@ func batchAction(c *cli.Context) error {
 		return err
 	}
 	if co.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter); err != nil {
+		return err
+	}
+	// An earlier run's unrestored journal would fail every run of the batch: it is
+	// found (and with --restore-stale restored) once, before the first.
+	sess, err := controller.Connect(c.Context, co)
+	if err != nil {
+		return err
+	}
+	err = restoreStale(c, sess, co)
+	sess.Close()
+	if err != nil {
 		return err
 	}
 	o := batch.Options{Batch: b, Dir: dir, Resume: dir != "", Note: c.String("note"), Controller: co, Baseline: c.String("baseline"), Log: c.App.ErrWriter}
