@@ -58,7 +58,7 @@ setups: [small, mq+fq_codel]
 func TestParseErrorsNameFileLineKey(t *testing.T) {
 	cases := []struct{ name, body, want string }{
 		{"empty", ``, "testdata/nightly.yaml: the file is empty"},
-		{"unknown key", "inventory: hosts.yaml\nrepetition: 3\ntests: [{test: tcp_4down}]\n", "testdata/nightly.yaml:2: field repetition not found"},
+		{"unknown key", "inventory: hosts.yaml\nrepetition: 3\ntests: [{test: tcp_4down}]\n", "testdata/nightly.yaml:2: unknown key repetition (did you mean repetitions?); valid here: after, before, delay,"},
 		{"no inventory", "tests: [{test: tcp_4down}]\n", "testdata/nightly.yaml: inventory: missing"},
 		{"no tests", "inventory: hosts.yaml\n", "testdata/nightly.yaml: tests: missing"},
 		{"unknown test", "inventory: hosts.yaml\ntests:\n  - test: tcp_5down\n", "testdata/nightly.yaml:3: tests[0].test:"},

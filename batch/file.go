@@ -24,6 +24,8 @@ import (
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/tests"
+
+	"github.com/bloatbench/bloatbench/internal/yamlkeys"
 )
 
 // File is a batch file as written.
@@ -403,8 +405,10 @@ func relTo(dir, p string) string {
 func yamlErr(path string, err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
+		keys := yamlkeys.Of(File{})
 		msgs := make([]string, len(te.Errors))
 		for i, m := range te.Errors {
+			m = keys.Explain(m)
 			msgs[i] = path + ": " + m
 			if g := yamlLine.FindStringSubmatch(m); g != nil {
 				msgs[i] = path + ":" + g[1] + ": " + g[2]

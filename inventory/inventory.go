@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bloatbench/bloatbench/internal/yamlkeys"
 )
 
 // Inventory is a parsed hosts.yaml.
@@ -269,7 +271,7 @@ func Parse(path string, data []byte) (*Inventory, error) {
 var lineMsg = regexp.MustCompile(`^line (\d+): (.*)$`)
 
 // yamlError rewrites yaml.v3's "line 3: field bogus not found in type inventory.Host"
-// as "hosts.yaml:3: hosts.client.bogus: field bogus not found ...".
+// as "hosts.yaml:3: hosts.client.bogus: unknown key bogus; valid here: ...".
 func yamlError(path string, err error, lines map[string]int) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -279,8 +281,10 @@ func yamlError(path string, err error, lines map[string]int) error {
 				keyAt[l] = k
 			}
 		}
+		keys := yamlkeys.Of(Inventory{})
 		msgs := make([]string, len(te.Errors))
 		for i, m := range te.Errors {
+			m = keys.Explain(m)
 			msgs[i] = path + ": " + m
 			if g := lineMsg.FindStringSubmatch(m); g != nil {
 				n, _ := strconv.Atoi(g[1])

@@ -54,7 +54,7 @@ func TestErrors(t *testing.T) {
 		want     []string // every one must be in the message
 	}{
 		{"unknown key", strings.Replace(good, "    test_ip: 10.0.0.1\n", "    test_ip: 10.0.0.1\n    tset_ip: x\n", 1),
-			[]string{"hosts.yaml:5:", "hosts.a.tset_ip", "field tset_ip not found"}},
+			[]string{"hosts.yaml:5:", "hosts.a.tset_ip", "unknown key tset_ip (did you mean test_ip?); valid here: agent_path, command_timeout,", "known_hosts, ssh, sudo, test_ip"}},
 		{"bad address", strings.Replace(good, "10.0.0.1", "10.0.0.300", 1),
 			[]string{"hosts.yaml:4:", "hosts.a.test_ip", `"10.0.0.300" is not an IP address`}},
 		{"bad duration", strings.Replace(good, "3s", "3 seconds", 1),
@@ -84,7 +84,7 @@ func TestErrors(t *testing.T) {
 		{"netem without path devices", good + "netem: {delay: 25ms}\n",
 			[]string{"hosts.yaml:12:", "netem", "path_devices:"}},
 		{"netem typo", good + "path_devices:\n  - {host: b, dev: eth1}\nnetem: {dealy: 25ms}\n",
-			[]string{"hosts.yaml:14:", "netem.dealy", "not found"}},
+			[]string{"hosts.yaml:14:", "netem.dealy", "unknown key dealy (did you mean delay?); valid here: delay, distribution, jitter"}},
 		// Host names go into series names ("qdisc HOST:DEV root drops"), which readers
 		// split at spaces and colons.
 		{"space in host name", strings.Replace(strings.Replace(good, "  b:\n", "  \"lab b\":\n", 1), "server: b", "server: lab b", 1),

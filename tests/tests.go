@@ -26,6 +26,8 @@ import (
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/runners"
+
+	"github.com/bloatbench/bloatbench/internal/yamlkeys"
 )
 
 //go:embed */test.yaml
@@ -199,6 +201,15 @@ func Parse(name string, data []byte) (*Definition, error) {
 	dec.KnownFields(true)
 	var d Definition
 	if err := dec.Decode(&d); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			keys := yamlkeys.Of(Definition{})
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				msgs[i] = keys.Explain(m)
+			}
+			return nil, fmt.Errorf("%s: %s", name, strings.Join(msgs, "; "))
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	d.Source = name

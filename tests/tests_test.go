@@ -207,7 +207,7 @@ func TestTestFiles(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
-		"name: x\nbogus: 1\n": "field bogus not found",
+		"name: x\nbogus: 1\n": "line 2: unknown key bogus; valid here: aggregates, description, extends, jobs, name, parameters",
 		"description: y\n":    `missing key "name"`,
 		"name: x\n":           "no jobs",
 		"name: x\njobs: [{name: a, kind: teleport, host: client}]\n":                                            `kind "teleport"`,
