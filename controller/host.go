@@ -63,6 +63,13 @@ func (o *Options) dialHost(ctx context.Context, h *inventory.Host) (hostConn, er
 	if o.dial != nil {
 		return o.dial(ctx, h)
 	}
+	if h.Local() {
+		c, err := newLocalConn(h, o.Self)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	c, err := o.Dialer.Dial(ctx, h)
 	if err != nil {
 		// Not a typed nil in an interface: the caller checks err alone.

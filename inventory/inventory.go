@@ -133,7 +133,7 @@ func (inv *Inventory) Where(key string) string {
 // Host is one endpoint.
 type Host struct {
 	Name string `yaml:"-"`
-	// SSH is [user@]host[:port], or an alias from ~/.ssh/config.
+	// SSH is [user@]host[:port], an alias from ~/.ssh/config, or LocalSSH.
 	SSH    string `yaml:"ssh"`
 	TestIP string `yaml:"test_ip"`
 	// IdentityFile and KnownHosts add to (and come before) what ~/.ssh/config gives.
@@ -150,6 +150,14 @@ type Host struct {
 	// needs root on the host. A root login never uses sudo.
 	Sudo *bool `yaml:"sudo,omitempty"`
 }
+
+// LocalSSH as a host's ssh: is the controller's own machine: its agent runs as a
+// process of the controller, with no SSH login (flent's model, where the machine
+// running the test is the client).
+const LocalSSH = "local"
+
+// Local says whether the host is the controller's own machine.
+func (h *Host) Local() bool { return h.SSH == LocalSSH }
 
 // UseSudo says whether the agent on a host that logs in as user runs through sudo,
 // for a run that needs root on the host (needRoot) or not. It is an error when the
@@ -369,7 +377,14 @@ func (inv *Inventory) check(lines map[string]int) error {
 		if h.SSH == "" {
 			return errAt(key, "missing ssh: write user@address[:port] or an alias from ~/.ssh/config")
 		}
-		if _, _, _, err := SplitSSH(h.SSH); err != nil {
+		if h.SSH == LocalSSH {
+			// This machine: its agent is a process of the controller's, no login.
+			for k, v := range map[string]string{"identity_file": h.IdentityFile, "known_hosts": h.KnownHosts, "agent_path": h.AgentPath} {
+				if v != "" {
+					return errAt(key+"."+k, "ssh: local runs the agent on this machine without SSH: remove %s:", k)
+				}
+			}
+		} else if _, _, _, err := SplitSSH(h.SSH); err != nil {
 			return errAt(key+".ssh", "%v", err)
 		}
 		if h.TestIP == "" {
@@ -378,8 +393,13 @@ func (inv *Inventory) check(lines map[string]int) error {
 		if net.ParseIP(h.TestIP) == nil {
 			return errAt(key+".test_ip", "%q is not an IP address: write the address test traffic goes to, e.g. 10.0.0.2", h.TestIP)
 		}
-		h.IdentityFile = resolvePath(dir, h.IdentityFile)
-		h.KnownHosts = resolvePath(dir, h.KnownHosts)
+		var err error
+		if h.IdentityFile, err = resolvePath(dir, h.IdentityFile); err != nil {
+			return errAt(key+".identity_file", "%v", err)
+		}
+		if h.KnownHosts, err = resolvePath(dir, h.KnownHosts); err != nil {
+			return errAt(key+".known_hosts", "%v", err)
+		}
 	}
 	if len(inv.Pairs) > MaxPairs {
 		return errAt("pairs", "%d pairs: at most %d", len(inv.Pairs), MaxPairs)
@@ -447,19 +467,36 @@ func (inv *Inventory) check(lines map[string]int) error {
 	return nil
 }
 
-func resolvePath(dir, p string) string {
+// HomeDir is the user's home directory ($HOME), or an error that names HOME and
+// what to do. A path under ~ is never guessed: without HOME it would land relative
+// to the working directory, where a later run or restore does not look.
+func HomeDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err == nil && !filepath.IsAbs(home) {
+		err = fmt.Errorf("$HOME is %q, not an absolute path", home)
+	}
+	if err != nil {
+		return "", fmt.Errorf("no home directory (%v): set HOME to the home of the user whose ~/.ssh holds the keys and known_hosts "+
+			"(under systemd, give the service User= and Environment=HOME=/home/USER)", err)
+	}
+	return home, nil
+}
+
+func resolvePath(dir, p string) (string, error) {
 	if p == "" {
-		return ""
+		return "", nil
 	}
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, p[1:])
+		home, err := HomeDir()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", p, err)
 		}
+		return filepath.Join(home, p[1:]), nil
 	}
 	if filepath.IsAbs(p) {
-		return p
+		return p, nil
 	}
-	return filepath.Join(dir, p)
+	return filepath.Join(dir, p), nil
 }
 
 // CheckDevName applies Linux's rules for interface names (dev_valid_name): 1 to 15
