@@ -123,27 +123,16 @@ func (a *localAgent) close() error {
 const agentExitGrace = 10 * time.Second
 
 // FarEndInventory is the inventory of a run flent's way (-H HOST): this machine the
-// client, HOST the server. HOST's test address is testIP, or else the address SSH
-// reaches it at (after ~/.ssh/config's HostName); this machine's is the source
+// client, HOST the server. HOST's test address is testIP if given, else HOST itself
+// as flent takes it (an address, or a name looked up), else, for an alias only
+// ~/.ssh/config knows, the address SSH reaches it at; this machine's is the source
 // address of its route to that.
 func FarEndInventory(ctx context.Context, d *remote.Dialer, host, testIP string, bottlenecks []string) (*inventory.Inventory, error) {
 	if testIP == "" {
-		t, err := d.Resolve(&inventory.Host{Name: inventory.FarEndServer, SSH: host})
-		if err != nil {
-			return nil, fmt.Errorf("-H %s: %w", host, err)
+		var err error
+		if testIP, err = farEndAddress(ctx, d, host); err != nil {
+			return nil, err
 		}
-		if len(t.ProxyJump) > 0 || t.ProxyCommand != "" {
-			return nil, fmt.Errorf("-H %s is reached through a jump host or ProxyCommand, so its SSH address is not its test address: give that with --test-ip", host)
-		}
-		name, _, err := net.SplitHostPort(t.Addr)
-		if err != nil {
-			return nil, fmt.Errorf("-H %s: address %q: %w", host, t.Addr, err)
-		}
-		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
-		if err != nil || len(ips) == 0 {
-			return nil, fmt.Errorf("-H %s: look up %s: %v: give its test address with --test-ip", host, name, err)
-		}
-		testIP = ips[0].Unmap().String()
 	}
 	ip, err := netip.ParseAddr(testIP)
 	if err != nil {
@@ -163,4 +152,34 @@ func FarEndInventory(ctx context.Context, d *remote.Dialer, host, testIP string,
 		return nil, err
 	}
 	return inv, nil
+}
+
+// farEndAddress is the test address -H HOST means when --test-ip is not given.
+func farEndAddress(ctx context.Context, d *remote.Dialer, host string) (string, error) {
+	_, name, _, err := inventory.SplitSSH(host)
+	if err != nil {
+		return "", fmt.Errorf("-H: %w", err)
+	}
+	if ip, err := netip.ParseAddr(name); err == nil {
+		return ip.Unmap().String(), nil
+	}
+	if ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name); err == nil && len(ips) > 0 {
+		return ips[0].Unmap().String(), nil
+	}
+	t, err := d.Resolve(&inventory.Host{Name: inventory.FarEndServer, SSH: host})
+	if err != nil {
+		return "", fmt.Errorf("-H %s: %w", host, err)
+	}
+	if len(t.ProxyJump) > 0 || t.ProxyCommand != "" {
+		return "", fmt.Errorf("-H %s is an alias reached through a jump host or ProxyCommand, so its SSH address is not its test address: give that with --test-ip", host)
+	}
+	addr, _, err := net.SplitHostPort(t.Addr)
+	if err != nil {
+		return "", fmt.Errorf("-H %s: address %q: %w", host, t.Addr, err)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", addr)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("-H %s: look up %s: %v: give its test address with --test-ip", host, addr, err)
+	}
+	return ips[0].Unmap().String(), nil
 }
