@@ -55,7 +55,13 @@ func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) err
 				}
 			}
 			if len(s.Runs) > 1 {
-				fmt.Fprintf(&b, "   (run 1 of %d; the tables below use all %d)\n", len(s.Runs), len(s.Runs))
+				// In markdown a paragraph of its own: a line right under a table is
+				// one more of its rows to GitHub.
+				if md {
+					fmt.Fprintf(&b, "\n(run 1 of %d; the tables below use all %d)\n", len(s.Runs), len(s.Runs))
+				} else {
+					fmt.Fprintf(&b, "   (run 1 of %d; the tables below use all %d)\n", len(s.Runs), len(s.Runs))
+				}
 			}
 			b.WriteString("\n")
 		}
@@ -202,6 +208,9 @@ func deltas(b *strings.Builder, c Comparison, n *notes, md bool) {
 	var key []string
 	for i, s := range c.Setups {
 		key = append(key, letter(i)+" = "+s.Name)
+	}
+	if md {
+		b.WriteString("\n") // the legend is no row of the table above it
 	}
 	fmt.Fprintf(b, "%s\n", escaperFor(md)(strings.Join(key, ", ")))
 }
