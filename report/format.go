@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -156,7 +157,7 @@ func WriteCSV(w io.Writer, sums []Summary) error {
 	writeCSVRow(c, "test", "title", "time", "incomplete", "series", "avg", "median", "p99", "units", "points")
 	for _, s := range sums {
 		for _, r := range s.Rows {
-			writeCSVRow(c, s.Test, s.Title, s.Time, fmt.Sprint(s.Incomplete), r.Name,
+			writeCSVRow(c, s.Test, s.Title, s.rfc3339(), fmt.Sprint(s.Incomplete), r.Name,
 				csvNum(r.Avg), csvNum(r.Median), csvNum(r.P99), r.Units, fmt.Sprint(r.Points))
 		}
 	}
@@ -216,7 +217,7 @@ func WriteJSON(w io.Writer, sums []Summary) error {
 func jsonRuns(sums []Summary) []jsonRun {
 	runs := []jsonRun{}
 	for _, s := range sums {
-		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.Time, File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings}
+		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.rfc3339(), File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings}
 		if s.Cut != nil {
 			jr.Cut = s.Cut[:]
 		}
@@ -233,4 +234,12 @@ func ptr(x float64) *float64 {
 		return nil
 	}
 	return &x
+}
+
+// rfc3339 is the run's start with its zone, "" when unknown.
+func (s Summary) rfc3339() string {
+	if s.Start.IsZero() {
+		return ""
+	}
+	return s.Start.Format(time.RFC3339Nano)
 }

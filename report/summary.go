@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -31,9 +32,12 @@ type Row struct {
 
 // Summary of one run.
 type Summary struct {
-	Test       string
-	Title      string
-	Time       string // the run's start, as "2006-01-02 15:04:05"
+	Test  string
+	Title string
+	Time  string // the run's start, as "2006-01-02 15:04:05" (flent's text layout)
+	// Start is the run's start with its zone, which the machine-read formats
+	// (JSON, CSV) carry as RFC 3339.
+	Start      time.Time
 	File       string
 	Incomplete bool
 	Error      string
@@ -141,7 +145,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		Incomplete: run.Incomplete, Error: run.Error, Cut: o.Cut,
 	}
 	if !m.StartTime.IsZero() {
-		s.Time = m.StartTime.Format("2006-01-02 15:04:05")
+		s.Time, s.Start = m.StartTime.Format("2006-01-02 15:04:05"), m.StartTime
 	}
 	loadStart, loadEnd := m.T0+m.Delay, m.T0+m.Delay+m.Length
 	from, to := CutWindow(m, o.Cut)
