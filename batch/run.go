@@ -89,6 +89,13 @@ type Options struct {
 	Now func() time.Time
 	// Bars draws the progress bars on Log even when it is not a terminal (tests).
 	Bars bool
+	// JUnit, when set, is the file the batch's end writes its runs and verdict to as
+	// JUnit XML, for a CI's test report (reports.go, junit.go).
+	JUnit string
+	// Metrics, when set, is the file the batch's end writes its verdict to in the
+	// Prometheus text format, for node_exporter's textfile collector: name it
+	// *.prom in the collector's directory (reports.go, metrics.go).
+	Metrics string
 }
 
 // Result is what a batch came to.
@@ -247,7 +254,12 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 			break
 		}
 	}
-	if err := o.finish(res); err != nil {
+	err = o.finish(res)
+	// --junit and --metrics (reports.go): written whether or not finish failed.
+	if rerr := o.writeReports(plan, res, err); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
 		return res, err
 	}
 	return res, nil
