@@ -141,7 +141,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &inventory.Error{Path: path, Msg: "the file is empty: see the README's batch section for an example"}
+			return nil, &inventory.Error{Path: path, Msg: "the file is empty: see docs/batches.md for an example"}
 		}
 		return nil, yamlErr(path, err)
 	}

@@ -127,14 +127,36 @@ func NewJournal(setup, inventoryPath string) *Journal {
 }
 
 // JournalDir is where journals live: $XDG_STATE_HOME/bloatbench/journal, or
-// ~/.local/state/bloatbench/journal.
+// ~/.local/state/bloatbench/journal. It is "" when neither XDG_STATE_HOME nor the
+// home directory is known: FindJournalDir says why, and Save, Journals and the
+// device locks refuse a "" folder with that reason rather than use the working
+// directory, where a later restore would not look.
 func JournalDir() string {
-	base := os.Getenv("XDG_STATE_HOME")
-	if base == "" {
-		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".local", "state")
+	dir, _ := FindJournalDir()
+	return dir
+}
+
+// FindJournalDir is JournalDir, or an error naming XDG_STATE_HOME and HOME.
+func FindJournalDir() (string, error) {
+	if base := os.Getenv("XDG_STATE_HOME"); base != "" {
+		return filepath.Join(base, "bloatbench", "journal"), nil
 	}
-	return filepath.Join(base, "bloatbench", "journal")
+	home, err := inventory.HomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the journal folder: XDG_STATE_HOME is not set and %w; or set XDG_STATE_HOME", err)
+	}
+	return filepath.Join(home, ".local", "state", "bloatbench", "journal"), nil
+}
+
+// checkJournalDir refuses an empty journal folder (JournalDir when it found none).
+func checkJournalDir(dir string) error {
+	if dir != "" {
+		return nil
+	}
+	if _, err := FindJournalDir(); err != nil {
+		return err
+	}
+	return errors.New("no journal folder given")
 }
 
 // Save writes the journal to dir (once, creating the file) or rewrites it. Paths go in
@@ -144,6 +166,9 @@ func JournalDir() string {
 // just after a host was changed leaves the journal, not an empty file or none.
 func (j *Journal) Save(dir string) error {
 	if j.path == "" {
+		if err := checkJournalDir(dir); err != nil {
+			return err
+		}
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return fmt.Errorf("journal folder %s: %w", dir, err)
@@ -290,6 +315,9 @@ func LoadJournal(path string) (*Journal, error) {
 // Journals lists the journal files in dir, oldest first (their names begin with
 // the time they were made).
 func Journals(dir string) ([]string, error) {
+	if err := checkJournalDir(dir); err != nil {
+		return nil, err
+	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
@@ -359,6 +387,9 @@ func LockDeviceOf(dir, host string, id HostID, dev, what string) (*DeviceLock, e
 // lock is keyed by address, not inventory name, so that two inventories naming the
 // same machine differently still meet.
 func LockDevice(dir, host, addr, dev, what string) (*DeviceLock, error) {
+	if err := checkJournalDir(dir); err != nil {
+		return nil, fmt.Errorf("host %s: lock %s: %w", host, dev, err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("host %s: lock %s: create %s: %w", host, dev, dir, err)
 	}

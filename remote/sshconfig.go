@@ -12,12 +12,19 @@ import (
 	"strings"
 
 	"github.com/kevinburke/ssh_config"
+
+	"github.com/bloatbench/bloatbench/inventory"
 )
 
 // NewDialer reads ~/.ssh/config when there is one and takes ssh-agent from the
-// environment. What it skips in that file it says on warn.
+// environment. What it skips in that file it says on warn. Without a home
+// directory it fails: ~/.ssh's keys and known_hosts would be looked for under
+// the working directory instead.
 func NewDialer(acceptNew bool, warn io.Writer) (*Dialer, error) {
-	home, _ := os.UserHomeDir()
+	home, err := inventory.HomeDir()
+	if err != nil {
+		return nil, fmt.Errorf("find ~/.ssh: %w", err)
+	}
 	cfg, err := loadSSHConfig(filepath.Join(home, ".ssh", "config"), warn)
 	if err != nil {
 		return nil, err

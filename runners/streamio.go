@@ -18,7 +18,7 @@ import (
 // the endpoints' CPU, not the link, can set the throughput, and nearly all of a
 // stream's CPU is in the kernel: pprof of the agents during an unshaped tcp_4down
 // put 96-97% of their own time in read and write system calls. So the cost that
-// counts is the kernel's copying (measured in the README's Benchmark section):
+// counts is the kernel's copying (measured in docs/benchmark.md):
 //   - the sender hands the kernel pages of a shared file of zeros with sendfile, so
 //     nothing is copied from user memory (iperf3 -Z does the same);
 //   - the receiver reads with MSG_TRUNC, which TCP takes as "discard": the kernel

@@ -612,7 +612,7 @@ func (l *Lab) writeVMInventory() error {
 // without BQL); the seeds quote BQL holding ~15000 bytes at 100 Mbit/s.
 const VMBQLLimit = 6056
 
-// vmSetups are the setups the VM lab's inventory carries, which the README's seed
+// vmSetups are the setups the VM lab's inventory carries, which docs/labs.md's
 // commands and the VM stage name: every built-in that needs no rate with BQL's
 // limit_max at VMBQLLimit ("mq+dualpi2+bql"), and the seeds' variants of them: GSO
 // off ("-gso", seed 004's matrix, and each skb one packet) and one queue instead of
