@@ -1,8 +1,10 @@
 // Package htmlreport draws runs as one self-contained HTML page of ECharts charts
 // (through go-echarts): per run, every flow, the sum and the ping over time, and the
 // bottleneck's queue; across runs, the ping CDF, box plots of ping and throughput per
-// setup, and the mean throughput per setup. ECharts itself is inlined, so the page
-// works offline and in a mail attachment.
+// setup, and the mean throughput per setup; and each flow's mean throughput per run
+// with Jain's fairness index. Every run's ping is drawn on one scale, as is every
+// series of one unit, so that two setups' charts compare at a glance. ECharts itself
+// is inlined, so the page works offline and in a mail attachment.
 package htmlreport
 
 import (
@@ -90,15 +92,16 @@ func Write(w io.Writer, title string, runs []Run) error {
 		return fmt.Errorf("plot: no runs to draw")
 	}
 	var cs []named
+	sc := scalesOf(runs)
 	for i, r := range runs {
 		name := fmt.Sprintf("%s: %s (%s)", r.Data.Metadata.Test, r.Setup, runTime(r.Data))
 		id := fmt.Sprintf("ts%d", i)
-		cs = append(cs, named{id, timeseries(id, name, r.Data)})
+		cs = append(cs, named{id, timeseries(id, name, r.Data, sc)})
 		id = fmt.Sprintf("bn%d", i)
 		if c := bottleneck(id, name, r.Data); c != nil {
 			cs = append(cs, named{id, c})
 		}
-		for k, c := range others(fmt.Sprintf("ot%d-", i), name, r.Data) {
+		for k, c := range others(fmt.Sprintf("ot%d-", i), name, r.Data, sc) {
 			cs = append(cs, named{fmt.Sprintf("ot%d-%d", i, k), c})
 		}
 	}
@@ -106,6 +109,9 @@ func Write(w io.Writer, title string, runs []Run) error {
 		groups := bySetup(runs)
 		cs = append(cs, named{"pingcdf", pingCDF(groups)}, named{"pingbox", pingBox(groups)},
 			named{"tputbox", throughputBox(groups)}, named{"tputbar", throughputBar(groups)})
+	}
+	if c := fairness("fairness", runs); c != nil {
+		cs = append(cs, named{"fairness", c})
 	}
 	return writePage(w, title, cs)
 }
@@ -160,13 +166,53 @@ func common(title, subtitle string) []charts.GlobalOpts {
 	}
 }
 
+// maxDrawn bounds the points of one line. A chart is 1100 px wide: past a few
+// points a pixel more draw nothing, and each costs the page some 20 bytes and the
+// drawing some 250 bytes of memory, so a line on the grid of a long run (or of a
+// file that declares one: 6 million points, in a file of 500 bytes) made a page of
+// hundreds of MB and took GBs and a minute to draw. 20,000 keeps every point of an
+// hour at the 0.2 s step.
+const maxDrawn = 20_000
+
+// points are a line's (time since t0, value) pairs, those that can be drawn
+// (finite). A line of more than maxDrawn is drawn in maxDrawn/2 runs of
+// consecutive points, each by its lowest and highest (in their order): the line's
+// envelope, so that no peak and no dip is lost.
 func points(t0 float64, ts, vs []float64) []opts.LineData {
-	out := make([]opts.LineData, 0, len(ts))
+	n := 0
+	for i := range ts {
+		if finite(ts[i]) && finite(vs[i]) {
+			n++
+		}
+	}
+	per := 1 // points a run, each drawn when 1
+	if n > maxDrawn {
+		per = (n + maxDrawn/2 - 1) / (maxDrawn / 2)
+	}
+	out := make([]opts.LineData, 0, min(n, maxDrawn))
+	add := func(i int) { out = append(out, opts.LineData{Value: [2]float64{round(ts[i] - t0), round(vs[i])}}) }
+	lo, hi, seen := -1, -1, 0
 	for i := range ts {
 		if !finite(ts[i]) || !finite(vs[i]) {
 			continue // no value there, or one JSON cannot carry
 		}
-		out = append(out, opts.LineData{Value: []any{round(ts[i] - t0), round(vs[i])}})
+		if per == 1 {
+			add(i)
+			continue
+		}
+		if lo < 0 || vs[i] < vs[lo] {
+			lo = i
+		}
+		if hi < 0 || vs[i] > vs[hi] {
+			hi = i
+		}
+		if seen++; seen%per == 0 || seen == n {
+			add(min(lo, hi))
+			if lo != hi {
+				add(max(lo, hi))
+			}
+			lo, hi = -1, -1
+		}
 	}
 	return out
 }
@@ -195,23 +241,88 @@ func finiteOnly(xs []float64) []float64 {
 	return out
 }
 
-// overTime is a chart of seconds into the run against two value axes.
-func overTime(id, title, subtitle, y1, y2 string) *charts.Line {
+// overTime is a chart of seconds into the run against two value axes, each from 0
+// to its max if that is more than 0 (the scale shared by every run of the page),
+// else scaled to the chart's own data.
+func overTime(id, title, subtitle, y1 string, max1 float64, y2 string, max2 float64) *charts.Line {
 	line := charts.NewLine()
 	line.SetGlobalOptions(append(common(title, subtitle),
 		initOpts(id),
 		charts.WithXAxisOpts(opts.XAxis{Name: "s", Type: "value"}),
-		charts.WithYAxisOpts(opts.YAxis{Name: y1, Type: "value"}))...)
-	line.ExtendYAxis(opts.YAxis{Name: y2, Type: "value"})
+		charts.WithYAxisOpts(valueAxis(y1, max1)))...)
+	line.ExtendYAxis(valueAxis(y2, max2))
 	return line
 }
 
+func valueAxis(name string, top float64) opts.YAxis {
+	a := opts.YAxis{Name: name, Type: "value"}
+	if top > 0 {
+		a.Min, a.Max = 0, top
+	}
+	return a
+}
+
+// scales are the axis scales every run of a page shares: the ping's, and each
+// unit's of the series drawn by unit (others), so that one setup's 5 ms looks
+// small beside another's 80 ms (each chart scaled to its own data, the two looked
+// alike). Each is the largest value drawn rounded up to 1, 2, 2.5 or 5 times a
+// power of ten; 0 where no run draws one (or only values near float64's limit).
+type scales struct {
+	ping   float64
+	byUnit map[string]float64
+}
+
+func scalesOf(runs []Run) scales {
+	sc := scales{byUnit: map[string]float64{}}
+	for _, r := range runs {
+		for _, se := range r.Data.Series {
+			top := 0.0
+			for _, s := range r.Data.Samples[se.Name] {
+				if !s.Lost && finite(s.V) {
+					top = math.Max(top, s.V)
+				}
+			}
+			switch se.Kind {
+			case datafile.KindPing:
+				sc.ping = math.Max(sc.ping, top)
+			case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+			default:
+				sc.byUnit[se.Units] = math.Max(sc.byUnit[se.Units], top)
+			}
+		}
+	}
+	sc.ping = niceCeil(sc.ping)
+	for u, v := range sc.byUnit {
+		sc.byUnit[u] = niceCeil(v)
+	}
+	return sc
+}
+
+// niceCeil rounds x up to 1, 2, 2.5 or 5 times a power of ten, where ECharts ticks
+// an axis evenly; 0 for what has none (0 or less, or past float64's range).
+func niceCeil(x float64) float64 {
+	if !(x > 0) || !finite(x) {
+		return 0
+	}
+	e := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		// A hair of tolerance: 40.0000001 (a float's noise) stays 40's axis.
+		if v := m * e; v >= x*(1-1e-9) {
+			if !finite(v) {
+				return 0
+			}
+			return v
+		}
+	}
+	return 0
+}
+
 // timeseries draws every flow, the sums and the ping of one run over time, ping on a
-// second axis.
-func timeseries(id, name string, d *datafile.Run) *charts.Line {
+// second axis, on the page's ping scale.
+func timeseries(id, name string, d *datafile.Run, sc scales) *charts.Line {
 	m := d.Metadata
 	grid := report.GridOf(m)
-	line := overTime(id, "Throughput and ping over time", name, "Mbit/s", "ping (ms)")
+	line := overTime(id, "Throughput and ping over time", name, "Mbit/s", 0, "ping (ms)", sc.ping)
 	times := make([]float64, grid.N)
 	for k := range times {
 		times[k] = grid.Time(k)
@@ -244,8 +355,9 @@ func timeseries(id, name string, d *datafile.Run) *charts.Line {
 
 // others draws a run's series of every other kind (request/response latency, UDP
 // rates, CPU shares, TCP_INFO), one chart per unit, in the order the run declared
-// them. They are drawn from their samples: no kind needs code of its own here.
-func others(idPrefix, name string, d *datafile.Run) []*charts.Line {
+// them, on the page's scale of the unit. They are drawn from their samples: no kind
+// needs code of its own here.
+func others(idPrefix, name string, d *datafile.Run, sc scales) []*charts.Line {
 	var units []string
 	byUnits := map[string][]datafile.Series{}
 	for _, se := range d.Series {
@@ -260,7 +372,7 @@ func others(idPrefix, name string, d *datafile.Run) []*charts.Line {
 	}
 	var out []*charts.Line
 	for k, u := range units {
-		line := overTime(fmt.Sprintf("%s%d", idPrefix, k), "Series in "+u+" over time", name, u, "")
+		line := overTime(fmt.Sprintf("%s%d", idPrefix, k), "Series in "+u+" over time", name, u, sc.byUnit[u], "", 0)
 		for _, se := range byUnits[u] {
 			var ts, vs []float64
 			for _, s := range d.Samples[se.Name] {
@@ -312,7 +424,7 @@ func bottleneck(id, name string, d *datafile.Run) *charts.Line {
 	if len(gauges) == 0 && len(counters) == 0 {
 		return nil
 	}
-	line := overTime(id, "Bottleneck queue over time", name, "bytes", "pkts/s")
+	line := overTime(id, "Bottleneck queue over time", name, "bytes", 0, "pkts/s", 0)
 	draw := func(m map[string]*acc, axis int) {
 		keys := make([]string, 0, len(m))
 		for k := range m {
@@ -468,5 +580,60 @@ func throughputBar(groups []setupGroup) *charts.Bar {
 		data = append(data, opts.BarData{Name: g.name, Value: mean})
 	}
 	bar.SetXAxis(names).AddSeries("mean total throughput (Mbit/s)", data)
+	return bar
+}
+
+// fairness draws each flow's mean throughput in each run (the summary's row of the
+// flow), bars grouped by run, and the run's Jain's fairness index over its flows as
+// compare computes it (report's "Jain's fairness" metric), on an axis from 0 to 1;
+// nil when no run has a flow.
+func fairness(id string, runs []Run) *charts.Bar {
+	jain, ok := report.LookupMetric("Jain's fairness")
+	var names []string // the runs
+	var flows []string // the flows, in the order the runs first name them
+	means := map[string][]any{}
+	jains := make([]opts.LineData, len(runs))
+	found := false
+	for i, r := range runs {
+		names = append(names, fmt.Sprintf("%s (%s)", r.Setup, runTime(r.Data)))
+		s := report.Summarize(r.Data)
+		for _, row := range s.Rows {
+			if !row.Flow || !finite(row.Avg) {
+				continue
+			}
+			if means[row.Name] == nil {
+				flows = append(flows, row.Name)
+				means[row.Name] = make([]any, len(runs))
+			}
+			means[row.Name][i] = round(row.Avg)
+			found = true
+		}
+		jains[i] = opts.LineData{Value: "-"} // ECharts' no value
+		if ok {
+			if j := jain.Value(s); finite(j) {
+				jains[i] = opts.LineData{Value: math.Round(j*1e4) / 1e4} // compare's 4 decimals
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	bar := charts.NewBar()
+	bar.SetGlobalOptions(append(common("Per-flow mean throughput and Jain's fairness index", "each flow's mean over the run (its summary row); Jain's index over the run's flows, as compare computes it"),
+		initOpts(id),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
+		charts.WithYAxisOpts(opts.YAxis{Name: "Mbit/s", Type: "value"}))...)
+	bar.ExtendYAxis(opts.YAxis{Name: "Jain's index", Type: "value", Min: 0, Max: 1})
+	bar.SetXAxis(names)
+	for _, f := range flows {
+		data := make([]opts.BarData, len(runs))
+		for i, v := range means[f] {
+			data[i] = opts.BarData{Value: v}
+		}
+		bar.AddSeries(f+" (Mbit/s)", data)
+	}
+	line := charts.NewLine()
+	line.AddSeries("Jain's fairness index", jains, charts.WithLineChartOpts(opts.LineChart{YAxisIndex: 1}))
+	bar.Overlap(line)
 	return bar
 }

@@ -57,8 +57,9 @@ func TestPage(t *testing.T) {
 	if !bytes.Contains(b.Bytes(), echartsJS[:200]) {
 		t.Error("ECharts is not inlined")
 	}
-	// Per run a timeseries and a bottleneck chart; across runs four more.
-	for _, id := range []string{"ts0", "bn0", "ts1", "bn1", "ts2", "bn2", "pingcdf", "pingbox", "tputbox", "tputbar"} {
+	// Per run a timeseries and a bottleneck chart; across runs four more, and the
+	// flows' fairness.
+	for _, id := range []string{"ts0", "bn0", "ts1", "bn1", "ts2", "bn2", "pingcdf", "pingbox", "tputbox", "tputbar", "fairness"} {
 		if !strings.Contains(page, `id="`+id+`"`) {
 			t.Errorf("no chart %s", id)
 		}
@@ -140,7 +141,9 @@ func TestHostileStringsStayText(t *testing.T) {
 			t.Errorf("a script that is not ours: %.200q", s.text)
 		}
 	}
-	if want := 3*len(runs) + 4; len(options) != want {
+	// Per run its time series, bottleneck and other series; across runs four, and
+	// the flows' fairness.
+	if want := 3*len(runs) + 5; len(options) != want {
 		t.Errorf("%d charts' options, want %d", len(options), want)
 	}
 	all, _ := json.Marshal(options)
