@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -250,7 +251,7 @@ func TestRecordOfTooManySamplesLeftOut(t *testing.T) {
 		t.Fatalf("decode: %v", err)
 	}
 	if got := len(run.Samples["TCP download::1"]); got != 4 || !run.Incomplete ||
-		!strings.Contains(run.Error, "record 4 left out: more than 1000000 samples in one record") {
+		!strings.Contains(run.Error, fmt.Sprintf("record 4 left out: more than %d samples in one record", maxRecordSamples)) {
 		t.Fatalf("%d samples, incomplete %v, error %q: want the 4 around record 4, which is left out", got, run.Incomplete, run.Error)
 	}
 }
