@@ -6,7 +6,7 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
-.PHONY: build deps demo test lint bench clean
+.PHONY: build deps demo test lint bench clean man
 
 build:
 	$(GO) build -o bloatbench ./cmd/bloatbench
@@ -28,6 +28,11 @@ test: deps
 	@# The VM lab stage runs alone: QEMU's emulation takes both cores, and the local
 	@# lab's timing checks must not share them. -v prints its checks table.
 	$(GO) test -count=1 -timeout 45m -v -run TestVMLab ./e2e/vmlab
+
+# docs/man/bloatbench.1, from the command tree (urfave/cli-docs' markdown through
+# go-md2man); cmd/bloatbench's TestManPage fails while the committed page is stale.
+man:
+	$(GO) test -count=1 -run '^TestManPage$$' ./cmd/bloatbench -args -update-man
 
 lint:
 	$(GO) run $(STATICCHECK) ./...

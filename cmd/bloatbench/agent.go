@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
 	"os"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/bloatbench/bloatbench/agent"
 )
@@ -14,8 +15,8 @@ func agentCommand() *cli.Command {
 		Hidden:    true,
 		Usage:     "run as an endpoint's agent, speaking the agent protocol on stdin and stdout (the controller starts it over SSH)",
 		UsageText: "bloatbench agent   # started by the controller; not for people",
-		Action: func(c *cli.Context) error {
-			return (&agent.Server{Version: buildVersion()}).Serve(c.Context, os.Stdin, os.Stdout)
+		Action: func(ctx context.Context, c *cli.Command) error {
+			return (&agent.Server{Version: buildVersion()}).Serve(ctx, os.Stdin, os.Stdout)
 		},
 	}
 }

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/bloatbench/bloatbench/batch"
 	"github.com/bloatbench/bloatbench/controller"
@@ -21,18 +22,18 @@ func batchCommand() *cli.Command {
 		Name:      "batch",
 		Usage:     "run a batch file's tests x setups x repetitions unattended, with a summary, a page of charts and a verdict against a baseline",
 		ArgsUsage: "FILE.yaml",
-		UsageText: "bloatbench batch [--dry-run] [--no-shuffle] [--baseline DIR] [--note TEXT] FILE.yaml\n" +
-			"   bloatbench batch --resume DIR [FILE.yaml]\n\nExamples:\n" +
+		UsageText: "bloatbench batch [--dry-run] [--no-shuffle] [--baseline DIR] [--note TEXT] [--accept-new-host-keys] [--restore-stale] FILE.yaml\n" +
+			"bloatbench batch --resume DIR [FILE.yaml]\n\nExamples:\n" +
 			"   bloatbench batch --dry-run nightly.yaml\n" +
 			"   bloatbench batch --baseline results/nightly-20261129T020000 nightly.yaml\n" +
 			"   bloatbench batch --resume results/nightly-20261130T020000\n\n" +
 			"Exit codes: 0 every run complete and no regression, 3 a regression against --baseline, 4 runs failed or the batch was interrupted.",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "dry-run", Usage: "print the run list, in its order, and the commands each run applies; run nothing"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"batch-dry-run"}, Usage: "print the run list, in its order, and the commands each run applies; run nothing"},
 			&cli.BoolFlag{Name: "no-shuffle", Usage: "run in the file's order (default: shuffled, to spread the lab's drift over the setups)"},
-			&cli.StringFlag{Name: "resume", Usage: "finish the batch in this folder: runs whose data files are complete are skipped"},
-			&cli.StringFlag{Name: "baseline", Usage: "an earlier batch's folder: judge this batch against it with the file's thresholds"},
-			&cli.StringFlag{Name: "note", Usage: "free text kept with the batch and at the top of its summary"},
+			&cli.StringFlag{Name: "resume", Aliases: []string{"batch-resume"}, Usage: "finish the batch in folder `DIR`: runs whose data files are complete are skipped"},
+			&cli.StringFlag{Name: "baseline", Usage: "an earlier batch's folder, `DIR`: judge this batch against it with the file's thresholds"},
+			&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept with the batch and at the top of its summary"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
 			&cli.BoolFlag{Name: "restore-stale", Usage: "as for run: restore what an earlier run left (a crashed batch's journal) before the first run, rather than refuse the batch"},
 		},
@@ -40,7 +41,7 @@ func batchCommand() *cli.Command {
 	}
 }
 
-func batchAction(c *cli.Context) error {
+func batchAction(ctx context.Context, c *cli.Command) error {
 	file := c.Args().First()
 	dir := c.String("resume")
 	if file == "" && dir != "" {
@@ -55,7 +56,7 @@ func batchAction(c *cli.Context) error {
 		file = p.BatchFile
 	}
 	if file == "" || c.NArg() > 1 {
-		return fmt.Errorf("batch needs one batch file, e.g. bloatbench batch nightly.yaml (or --resume DIR)")
+		return usagef(c, "batch needs one batch file, e.g. bloatbench batch nightly.yaml (or --resume DIR)")
 	}
 	b, err := batch.Load(file)
 	if err != nil {
@@ -67,7 +68,7 @@ func batchAction(c *cli.Context) error {
 	if c.Bool("dry-run") {
 		return batchDryRun(c, b)
 	}
-	co := controller.Options{Inventory: b.Inventory, Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}
+	co := controller.Options{Inventory: b.Inventory, Version: buildVersion(), CommandLine: os.Args, Log: c.Root().ErrWriter}
 	// As run does: the hosts whose devices the runs change get a root agent.
 	co.ChangesDevices = b.Inventory.Netem != nil
 	for _, s := range b.Setups {
@@ -77,39 +78,39 @@ func batchAction(c *cli.Context) error {
 	if co.Self, co.SelfHash, err = selfBinary(); err != nil {
 		return err
 	}
-	if co.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter); err != nil {
+	if co.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.Root().ErrWriter); err != nil {
 		return err
 	}
 	// An earlier run's unrestored journal would fail every run of the batch: it is
 	// found (and with --restore-stale restored) once, before the first.
-	sess, err := controller.Connect(c.Context, co)
+	sess, err := controller.Connect(ctx, co)
 	if err != nil {
 		return err
 	}
-	err = restoreStale(c, sess, co)
+	err = restoreStale(ctx, c, sess, co)
 	sess.Close()
 	if err != nil {
 		return err
 	}
-	o := batch.Options{Batch: b, Dir: dir, Resume: dir != "", Note: c.String("note"), Controller: co, Baseline: c.String("baseline"), Log: c.App.ErrWriter}
+	o := batch.Options{Batch: b, Dir: dir, Resume: dir != "", Note: c.String("note"), Controller: co, Baseline: c.String("baseline"), Log: c.Root().ErrWriter}
 	if o.Dir == "" {
 		o.Dir = batch.NewDir(b, time.Now())
 	}
-	res, err := batch.Execute(c.Context, o)
+	res, err := batch.Execute(ctx, o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "batch %s: %d of %d runs complete, %d failed%s; %s\n", b.Name, res.Done, res.Runs, len(res.Failed),
+	fmt.Fprintf(c.Root().Writer, "batch %s: %d of %d runs complete, %d failed%s; %s\n", b.Name, res.Done, res.Runs, len(res.Failed),
 		map[bool]string{true: ", interrupted"}[res.Interrupted], filepath.Join(res.Dir, batch.SummaryFile))
 	if o.Baseline != "" {
-		fmt.Fprintf(c.App.Writer, "verdict against %s: %d regression(s); %s\n", o.Baseline, batch.Regressions(res.Checks), filepath.Join(res.Dir, batch.VerdictFile))
+		fmt.Fprintf(c.Root().Writer, "verdict against %s: %d regression(s); %s\n", o.Baseline, batch.Regressions(res.Checks), filepath.Join(res.Dir, batch.VerdictFile))
 		for _, ch := range res.Checks {
 			if ch.Regression {
 				test := ch.Test
 				if ch.Streams != "" {
 					test += " (" + ch.Streams + ")"
 				}
-				fmt.Fprintf(c.App.Writer, "  REGRESSION %s, %s: %s %.2f -> %.2f %s (%+.1f%%, threshold %s)\n", test, ch.Setup, ch.Metric,
+				fmt.Fprintf(c.Root().Writer, "  REGRESSION %s, %s: %s %.2f -> %.2f %s (%+.1f%%, threshold %s)\n", test, ch.Setup, ch.Metric,
 					ch.Baseline, ch.Current, ch.Units, ch.Change*100, ch.Threshold)
 			}
 		}
@@ -121,14 +122,14 @@ func batchAction(c *cli.Context) error {
 		} else if code == batch.ExitRegression {
 			why = "regression"
 		}
-		return cli.Exit("bloatbench: batch "+b.Name+": "+why, code)
+		return cli.Exit("batch "+b.Name+": "+why, code)
 	}
 	return nil
 }
 
 // batchDryRun prints the run list in order and what each setup does.
-func batchDryRun(c *cli.Context, b *batch.Batch) error {
-	w := c.App.Writer
+func batchDryRun(c *cli.Command, b *batch.Batch) error {
+	w := c.Root().Writer
 	order := batch.Order(b.Runs, b.Shuffle, uint64(time.Now().UnixNano()))
 	how := "in the file's order"
 	if b.Shuffle {
@@ -174,19 +175,19 @@ func historyCommand() *cli.Command {
 		UsageText: "bloatbench history [-o history.html] [--baseline DIR] [--metric NAME ...] BATCH_DIR...\n\nExample:\n" +
 			"   bloatbench history -o trend.html --baseline results/baseline results/nightly-*",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "history.html", Usage: "the page to write"},
-			&cli.StringFlag{Name: "baseline", Usage: "a batch folder whose runs' range each chart shows as a band"},
-			&cli.StringSliceFlag{Name: "metric", Usage: "a side-by-side metric to draw (repeatable; default: Ping (ms) ICMP loaded median and the TCP sums)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "history.html", Usage: "the page (`FILE`) to write"},
+			&cli.StringFlag{Name: "baseline", Usage: "a batch folder, `DIR`, whose runs' range each chart shows as a band"},
+			&cli.StringSliceFlag{Name: "metric", Usage: "a side-by-side `METRIC` to draw (repeatable; default: Ping (ms) ICMP loaded median and the TCP sums)"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
-				return fmt.Errorf("history needs batch folders, oldest first: bloatbench history results/nightly-*")
+				return usagef(c, "history needs batch folders, oldest first: bloatbench history results/nightly-*")
 			}
-			metrics := c.StringSlice("metric")
+			metrics := stringSlice(c, "metric")
 			if len(metrics) == 0 {
 				metrics = batch.HistoryMetrics
 			}
-			hs, err := batch.Histories(c.Context, c.Args().Slice(), c.String("baseline"), metrics)
+			hs, err := batch.Histories(ctx, c.Args().Slice(), c.String("baseline"), metrics)
 			if err != nil {
 				return err
 			}
@@ -201,7 +202,7 @@ func historyCommand() *cli.Command {
 			if err := f.Close(); err != nil {
 				return fmt.Errorf("history: %w", err)
 			}
-			fmt.Fprintf(c.App.ErrWriter, "history: %d charts over %d batches in %s\n", len(hs), c.NArg(), c.String("output"))
+			fmt.Fprintf(c.Root().ErrWriter, "history: %d charts over %d batches in %s\n", len(hs), c.NArg(), c.String("output"))
 			return nil
 		},
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/flentfile"
@@ -34,20 +34,20 @@ func exportCommand() *cli.Command {
 			"   bloatbench export --flent results/tcp_4down-*.bb.json.gz\n   flent -i results/tcp_4down-2026-11-29T184147.MQ_DUALPI2.flent.gz -f summary",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "flent", Usage: "write flent's format (the only one so far; required)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the output file, with one input (default: beside the input, " + flentfile.Ext + ")"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the output `FILE`, with one input (default: beside the input, " + flentfile.Ext + ")"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			if !c.Bool("flent") {
-				return fmt.Errorf("export needs a format: --flent")
+				return usagef(c, "export needs a format: --flent")
 			}
 			if c.NArg() == 0 {
-				return fmt.Errorf("export needs data files: bloatbench export --flent results/*%s", datafile.Ext)
+				return usagef(c, "export needs data files: bloatbench export --flent results/*%s", datafile.Ext)
 			}
 			if c.String("output") != "" && c.NArg() > 1 {
-				return fmt.Errorf("-o names one output file; give one input, or leave -o out to write beside each input")
+				return usagef(c, "-o names one output file; give one input, or leave -o out to write beside each input")
 			}
 			for _, p := range c.Args().Slice() {
-				run, err := datafile.ReadContext(c.Context, p)
+				run, err := datafile.ReadContext(ctx, p)
 				if err != nil {
 					return err
 				}
@@ -55,7 +55,7 @@ func exportCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(c.App.Writer, out)
+				fmt.Fprintln(c.Root().Writer, out)
 			}
 			return nil
 		},
@@ -67,19 +67,19 @@ func plotCommand() *cli.Command {
 		Name:      "plot",
 		Usage:     "draw runs as one self-contained HTML page: throughput and ping over time, the bottleneck's queue, and across runs ping CDFs, box plots and throughput per setup",
 		ArgsUsage: "FILE...",
-		UsageText: "bloatbench plot [-o report.html] [--title TEXT] FILE...\n\nExample:\n" +
+		UsageText: "bloatbench plot [-o report.html] [--title TEXT] FILE...\n\nExamples:\n" +
 			"   bloatbench plot -o report.html results/tcp_4down-*.bb.json.gz\n   bloatbench plot -o old-vs-new.html baseline.flent.gz results/*.bb.json.gz",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "report.html", Usage: "the HTML file to write"},
-			&cli.StringFlag{Name: "title", Value: "bloatbench report", Usage: "the page's title"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "report.html", Usage: "the HTML `FILE` to write"},
+			&cli.StringFlag{Name: "title", Value: "bloatbench report", Usage: "the page's title, `TEXT`"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
-				return fmt.Errorf("plot needs data files: bloatbench plot -o report.html results/*%s", datafile.Ext)
+				return usagef(c, "plot needs data files: bloatbench plot -o report.html results/*%s", datafile.Ext)
 			}
 			var runs []htmlreport.Run
 			for _, p := range c.Args().Slice() {
-				d, err := readRun(c.Context, p)
+				d, err := readRun(ctx, p)
 				if err != nil {
 					return err
 				}
@@ -97,7 +97,7 @@ func plotCommand() *cli.Command {
 			if err := f.Close(); err != nil {
 				return fmt.Errorf("plot: write %s: %w", out, err)
 			}
-			fmt.Fprintln(c.App.ErrWriter, "wrote", out)
+			fmt.Fprintln(c.Root().ErrWriter, "wrote", out)
 			return nil
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
@@ -46,7 +47,7 @@ func TestFlagsRefuseNaNInfAndAbsurdValues(t *testing.T) {
 		app := newApp()
 		var out bytes.Buffer
 		app.Writer, app.ErrWriter = &out, &out
-		err := app.Run(c.args)
+		err := app.Run(context.Background(), c.args)
 		name := strings.Join(c.args[1:], " ")
 		switch {
 		case err == nil:
@@ -67,7 +68,7 @@ func TestCutFromTheEnd(t *testing.T) {
 		app := newApp()
 		var out bytes.Buffer
 		app.Writer, app.ErrWriter = &out, &out
-		err := app.Run([]string{"bloatbench", "summary", "--cut", cut, "/nonexistent.bb.json.gz"})
+		err := app.Run(context.Background(), []string{"bloatbench", "summary", "--cut", cut, "/nonexistent.bb.json.gz"})
 		if err == nil || strings.Contains(err.Error(), "--cut") {
 			t.Errorf("--cut %s: %v, want it taken (and the missing file refused)", cut, err)
 		}

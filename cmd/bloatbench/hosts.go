@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/bloatbench/bloatbench/controller"
 	"github.com/bloatbench/bloatbench/inventory"
@@ -15,30 +16,30 @@ func hostsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "hosts",
 		Usage: "inspect the inventory's hosts",
-		Subcommands: []*cli.Command{{
+		Commands: []*cli.Command{{
 			Name:  "check",
 			Usage: "preflight: SSH, kernel, tc, ethtool, bottleneck devices and BQL, and whether each setup can be applied (tried in a scratch namespace)",
-			UsageText: "bloatbench hosts check -H hosts.yaml [--setup NAME ...]\n\nExample:\n" +
+			UsageText: "bloatbench hosts check -H hosts.yaml [--setup NAME ...] [--accept-new-host-keys]\n\nExample:\n" +
 				"   bloatbench hosts check -H hosts.yaml --setup mq+dualpi2 --setup cake",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "inventory file"},
-				&cli.StringSliceFlag{Name: "setup", Usage: "setups to try (repeatable)"},
+				&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "the inventory `FILE`"},
+				&cli.StringSliceFlag{Name: "setup", Usage: "setup `NAME` to try (repeatable)"},
 				&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
 			},
-			Action: func(c *cli.Context) error {
+			Action: func(ctx context.Context, c *cli.Command) error {
 				inv, err := inventory.Load(c.String("hosts"))
 				if err != nil {
 					return err
 				}
 				var setups []*qdisc.Setup
-				for _, name := range c.StringSlice("setup") {
+				for _, name := range stringSlice(c, "setup") {
 					s, err := qdisc.Resolve(name, inv)
 					if err != nil {
 						return err
 					}
 					setups = append(setups, s)
 				}
-				d, err := remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter)
+				d, err := remote.NewDialer(c.Bool("accept-new-host-keys"), c.Root().ErrWriter)
 				if err != nil {
 					return err
 				}
@@ -46,11 +47,11 @@ func hostsCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				o := controller.Options{Inventory: inv, Dialer: d, Self: self, SelfHash: selfHash, Log: c.App.ErrWriter, ChangesDevices: len(setups) > 0}
+				o := controller.Options{Inventory: inv, Dialer: d, Self: self, SelfHash: selfHash, Log: c.Root().ErrWriter, ChangesDevices: len(setups) > 0}
 				for _, s := range setups {
 					o.SetsSysctls = o.SetsSysctls || len(s.Sysctls) > 0
 				}
-				if problems := controller.Check(c.Context, o, setups, c.App.Writer); len(problems) > 0 {
+				if problems := controller.Check(ctx, o, setups, c.Root().Writer); len(problems) > 0 {
 					return fmt.Errorf("%d problem(s)", len(problems))
 				}
 				return nil

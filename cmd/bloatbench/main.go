@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/urfave/cli/v3"
+
 	"github.com/bloatbench/bloatbench/report"
-	"github.com/urfave/cli/v2"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; otherwise the
@@ -37,22 +39,42 @@ func buildVersion() string {
 	return "unknown"
 }
 
-func newApp() *cli.App {
-	return &cli.App{
-		Name:                 "bloatbench",
-		Usage:                "A/B-test Linux qdiscs on a testbed: TCP streams and ping, flent-style summaries",
-		Version:              buildVersion(),
-		EnableBashCompletion: true,
+// rootDescription is the root command's help text beyond its usage: what the exit
+// codes mean.
+const rootDescription = `Flags go before or after a verb's arguments: bloatbench summary FILE --format markdown
+is bloatbench summary --format markdown FILE. bloatbench VERB --help tells a verb's flags.
+
+Exit codes:
+   0    ok
+   1    an error
+   2    a usage error: an unknown verb or flag, a missing argument, a bad flag value
+   3    batch: a regression against --baseline
+   4    batch: runs failed, or the batch was interrupted
+   130  an offline verb (summary, compare, export, plot, history, tests, setups,
+        version, help, completion) interrupted by Ctrl-C or SIGTERM`
+
+func newApp() *cli.Command {
+	app := &cli.Command{
+		Name:                  "bloatbench",
+		Usage:                 "A/B-test Linux qdiscs on a testbed: TCP streams and ping, flent-style summaries",
+		UsageText:             "bloatbench VERB [flags] [arguments]",
+		Description:           rootDescription,
+		Version:               buildVersion(),
+		EnableShellCompletion: true,
+		Suggest:               true,
 		Commands: []*cli.Command{runCommand(), summaryCommand(), compareCommand(), exportCommand(), plotCommand(), testsCommand(), setupsCommand(), hostsCommand(), restoreCommand(), batchCommand(), historyCommand(),
 			testbedCommand(), versionCommand(), agentCommand()},
+		ConfigureShellCompletionCommand: configureCompletion,
 	}
+	wire(app)
+	return app
 }
 
 // offline says whether a verb only reads files and writes reports: nothing on a
 // host to put back, so Ctrl-C may end it at once.
 func offline(verb string) bool {
 	switch verb {
-	case "summary", "compare", "export", "plot", "history", "tests", "setups", "version":
+	case "summary", "compare", "export", "plot", "history", "tests", "setups", "version", "help", "completion":
 		return true
 	}
 	return false
@@ -71,24 +93,37 @@ func main() {
 	// log, a journal's names, an error quoting a file). The agent's protocol is on
 	// os.Stdout itself and does not pass through these.
 	stdout, stderr := report.NewTerminalWriter(os.Stdout), report.NewTerminalWriter(os.Stderr)
-	exit := func(code int) {
-		stdout.Flush()
-		stderr.Flush()
-		os.Exit(code)
+	// The process ends once, with what end says and returns as the exit code:
+	// on the interrupt's timer or after the command, whichever comes first.
+	var once sync.Once
+	exit := func(end func() int) {
+		once.Do(func() {
+			code := end()
+			stdout.Flush()
+			stderr.Flush()
+			os.Exit(code)
+		})
 	}
-	if len(os.Args) > 1 && offline(os.Args[1]) {
+	interrupted := func() int {
+		fmt.Fprintln(stderr, "bloatbench: interrupted")
+		return exitInterrupted
+	}
+	isOffline := len(os.Args) > 1 && offline(os.Args[1])
+	if isOffline {
 		go func() {
 			<-ctx.Done()
 			time.Sleep(interruptGrace)
-			fmt.Fprintln(stderr, "bloatbench: interrupted")
-			exit(130)
+			exit(interrupted)
 		}()
 	}
 	app := newApp()
+	// ErrWriter stays a *report.TerminalWriter: batch's progress bars ask it for the
+	// terminal behind it.
 	app.Writer, app.ErrWriter = stdout, stderr
-	if err := app.RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(stderr, "bloatbench:", err)
-		exit(1)
+	err := app.Run(ctx, os.Args)
+	if isOffline && ctx.Err() != nil {
+		// It stopped on its context within the grace: interrupted all the same.
+		exit(interrupted)
 	}
-	exit(0)
+	exit(func() int { return reportError(stderr, err) })
 }

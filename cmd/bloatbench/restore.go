@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/bloatbench/bloatbench/agent"
 	"github.com/bloatbench/bloatbench/datafile"
@@ -21,7 +21,7 @@ import (
 // connection itself for a root login; for another login, an agent started through
 // sudo -n, as a run starts it (the host's inventory entry, sudo: included, is in the
 // journal). The agent ends when conn closes.
-func rootRunner(c *cli.Context, conn *remote.Conn, h *inventory.Host) (qdisc.Runner, error) {
+func rootRunner(ctx context.Context, c *cli.Command, conn *remote.Conn, h *inventory.Host) (qdisc.Runner, error) {
 	sudo, err := h.UseSudo(conn.Target.User, true)
 	if err != nil || !sudo {
 		return conn, err
@@ -30,14 +30,14 @@ func rootRunner(c *cli.Context, conn *remote.Conn, h *inventory.Host) (qdisc.Run
 	if err != nil {
 		return nil, err
 	}
-	proc, err := conn.StartAgent(c.Context, remote.AgentOptions{Self: self, SelfHash: selfHash, AgentPath: h.AgentPath, Sudo: true})
+	proc, err := conn.StartAgent(ctx, remote.AgentOptions{Self: self, SelfHash: selfHash, AgentPath: h.AgentPath, Sudo: true})
 	if err != nil {
 		return nil, err
 	}
 	cl := agent.NewClient(h.Name, proc.Stdout, proc.Stdin, quietHandler{})
-	ctx, cancel := context.WithTimeout(c.Context, conn.Target.CommandTimeout)
+	hctx, cancel := context.WithTimeout(ctx, conn.Target.CommandTimeout)
 	defer cancel()
-	if _, err := cl.Hello(ctx); err != nil {
+	if _, err := cl.Hello(hctx); err != nil {
 		return nil, fmt.Errorf("host %s: start the agent through sudo: %w", h.Name, err)
 	}
 	return agentRunner{cl, conn.Target.CommandTimeout}, nil
@@ -65,34 +65,34 @@ func restoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "restore",
 		Usage: "put bottlenecks back as a controller that was killed left them, from its journal",
-		UsageText: "bloatbench restore [--journal FILE] [--force]\n\nExamples:\n" +
+		UsageText: "bloatbench restore [--journal FILE] [--force] [--accept-new-host-keys]\n\nExamples:\n" +
 			"   bloatbench restore                      # every journal in " + qdisc.JournalDir() + ", newest first\n" +
 			"   bloatbench restore --journal ~/.local/state/bloatbench/journal/20261129T190000.000000-4242.json\n\n" +
 			"A device (or sysctl) is put back only while it is as the journal's run left it; one that\n" +
 			"is neither as found nor as left (changed by hand since) is left alone and named, and the\n" +
 			"journal kept: --force puts it back as found all the same.",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "journal", Usage: "a journal file (repeatable; default: every journal left in the journal folder)"},
+			&cli.StringSliceFlag{Name: "journal", Usage: "a journal `FILE` (repeatable; default: every journal left in the journal folder)"},
 			&cli.BoolFlag{Name: "force", Usage: "put back as found even a device or sysctl changed since the run left it"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
 		},
-		Action: func(c *cli.Context) error {
-			files := c.StringSlice("journal")
+		Action: func(ctx context.Context, c *cli.Command) error {
+			files := stringSlice(c, "journal")
 			if len(files) == 0 {
 				var err error
 				if files, err = qdisc.Journals(qdisc.JournalDir()); err != nil {
 					return err
 				}
 				if len(files) == 0 {
-					fmt.Fprintln(c.App.Writer, "no journal left: every host was put back")
+					fmt.Fprintln(c.Root().Writer, "no journal left: every host was put back")
 					return nil
 				}
 			}
-			d, err := remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter)
+			d, err := remote.NewDialer(c.Bool("accept-new-host-keys"), c.Root().ErrWriter)
 			if err != nil {
 				return err
 			}
-			return restoreJournals(c, d, files, c.Bool("force"))
+			return restoreJournals(ctx, c, d, files, c.Bool("force"))
 		},
 	}
 }
@@ -130,7 +130,7 @@ func devOf(j *qdisc.Journal, host, dev string) journalDev {
 // and so is it in every older journal (each would put back a state that is not
 // the device's own). What is settled is dropped from its journal, and a journal
 // with nothing left is removed.
-func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force bool) error {
+func restoreJournals(ctx context.Context, c *cli.Command, d *remote.Dialer, files []string, force bool) error {
 	var errs []error
 	var js []*qdisc.Journal
 	for _, f := range files {
@@ -163,9 +163,9 @@ func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force boo
 				errs = append(errs, fmt.Errorf("host %s: %s: left as it is: a newer journal for it was not restored (above); journal %s would put back what it was before that one", st.Host, st.Dev, j.Path()))
 				continue
 			}
-			v, err := restoreDevice(c, d, j, st, force, &locks)
+			v, err := restoreDevice(ctx, c, d, j, st, force, &locks)
 			if errors.Is(err, qdisc.ErrJournalGone) {
-				fmt.Fprintln(c.App.Writer, err)
+				fmt.Fprintln(c.Root().Writer, err)
 				gone = true
 				break
 			}
@@ -180,11 +180,11 @@ func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force boo
 			settled[st] = true
 			switch v {
 			case qdisc.AsFound:
-				fmt.Fprintf(c.App.Writer, "%s:%s is as setup %s of %s found it already: nothing to do\n", st.Host, st.Dev, j.Setup, when)
+				fmt.Fprintf(c.Root().Writer, "%s:%s is as setup %s of %s found it already: nothing to do\n", st.Host, st.Dev, j.Setup, when)
 			case qdisc.Changed:
-				fmt.Fprintf(c.App.Writer, "restored %s:%s (setup %s of %s), forced: it had been changed since that run left it\n", st.Host, st.Dev, j.Setup, when)
+				fmt.Fprintf(c.Root().Writer, "restored %s:%s (setup %s of %s), forced: it had been changed since that run left it\n", st.Host, st.Dev, j.Setup, when)
 			default:
-				fmt.Fprintf(c.App.Writer, "restored %s:%s (setup %s of %s)\n", st.Host, st.Dev, j.Setup, when)
+				fmt.Fprintf(c.Root().Writer, "restored %s:%s (setup %s of %s)\n", st.Host, st.Dev, j.Setup, when)
 			}
 		}
 		// The setup's sysctls, host by host, after the devices as a run does.
@@ -200,7 +200,7 @@ func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force boo
 				errs = append(errs, fmt.Errorf("host %s: sysctls left as they are: a newer journal for them was not restored (above)", sv.Host))
 				continue
 			}
-			out, err := restoreSysctls(c, d, j, sv.Host, force)
+			out, err := restoreSysctls(ctx, c, d, j, sv.Host, force)
 			if err != nil {
 				leftHosts = append(leftHosts, jd)
 				if errors.Is(err, qdisc.ErrChangedSince) {
@@ -211,9 +211,9 @@ func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force boo
 			}
 			settledHosts[sv.Host] = true
 			if len(out.Restored) == 0 {
-				fmt.Fprintf(c.App.Writer, "the sysctls of %s are as setup %s of %s found them already: nothing to do\n", sv.Host, j.Setup, when)
+				fmt.Fprintf(c.Root().Writer, "the sysctls of %s are as setup %s of %s found them already: nothing to do\n", sv.Host, j.Setup, when)
 			} else {
-				fmt.Fprintf(c.App.Writer, "restored the sysctls of %s (setup %s of %s): %s\n", sv.Host, j.Setup, when, strings.Join(out.Restored, ", "))
+				fmt.Fprintf(c.Root().Writer, "restored the sysctls of %s (setup %s of %s): %s\n", sv.Host, j.Setup, when, strings.Join(out.Restored, ", "))
 			}
 		}
 		if !gone {
@@ -232,7 +232,7 @@ func restoreJournals(c *cli.Context, d *remote.Dialer, files []string, force boo
 // locks, for the caller to release once the journal is rewritten). The host must
 // still be the one the journal was written on: another machine now at the address
 // has a device of that name that is not the journal's to undo.
-func restoreDevice(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, st *qdisc.State, force bool, locks *[]*qdisc.DeviceLock) (qdisc.Verdict, error) {
+func restoreDevice(ctx context.Context, c *cli.Command, d *remote.Dialer, j *qdisc.Journal, st *qdisc.State, force bool, locks *[]*qdisc.DeviceLock) (qdisc.Verdict, error) {
 	h := j.Hosts[st.Host]
 	t, err := d.Resolve(h)
 	if err != nil {
@@ -244,34 +244,34 @@ func restoreDevice(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, st *qdisc
 		return 0, err
 	}
 	*locks = append(*locks, l)
-	conn, err := d.DialTarget(c.Context, t)
+	conn, err := d.DialTarget(ctx, t)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	r, err := rootRunner(c, conn, h)
+	r, err := rootRunner(ctx, c, conn, h)
 	if err != nil {
 		return 0, err
 	}
-	if err := sameMachine(c.Context, r, j, st.Host, force); err != nil {
+	if err := sameMachine(ctx, r, j, st.Host, force); err != nil {
 		return 0, err
 	}
-	v, err := qdisc.RestoreJournaled(c.Context, r, st, j.AppliedOf(st.Host, st.Dev), force)
+	v, err := qdisc.RestoreJournaled(ctx, r, st, j.AppliedOf(st.Host, st.Dev), force)
 	if err == nil {
-		removeMark(c, r, j, st.Host, st.Dev)
+		removeMark(ctx, c, r, j, st.Host, st.Dev)
 	}
 	return v, err
 }
 
 // removeMark removes the host's mark of a device (or, dev "", of its sysctls) once it
 // is settled; one left would only ask for a restore that finds nothing to do.
-func removeMark(c *cli.Context, r qdisc.Runner, j *qdisc.Journal, host, dev string) {
+func removeMark(ctx context.Context, c *cli.Command, r qdisc.Runner, j *qdisc.Journal, host, dev string) {
 	id := j.Identities[host].ID
 	if id == "" {
 		return
 	}
-	if err := qdisc.RemoveMark(c.Context, r, host, qdisc.MarkPath(qdisc.MarkDir, id, dev), j.Path()); err != nil {
-		fmt.Fprintln(c.App.ErrWriter, "bloatbench: warning:", err)
+	if err := qdisc.RemoveMark(ctx, r, host, qdisc.MarkPath(qdisc.MarkDir, id, dev), j.Path()); err != nil {
+		fmt.Fprintln(c.Root().ErrWriter, "bloatbench: warning:", err)
 	}
 }
 
@@ -291,27 +291,27 @@ func sameMachine(ctx context.Context, r qdisc.Runner, j *qdisc.Journal, host str
 }
 
 // restoreSysctls puts back the sysctls the journal found on host.
-func restoreSysctls(c *cli.Context, d *remote.Dialer, j *qdisc.Journal, host string, force bool) (qdisc.SysctlOutcome, error) {
+func restoreSysctls(ctx context.Context, c *cli.Command, d *remote.Dialer, j *qdisc.Journal, host string, force bool) (qdisc.SysctlOutcome, error) {
 	h := j.Hosts[host]
 	t, err := d.Resolve(h)
 	if err != nil {
 		return qdisc.SysctlOutcome{}, err
 	}
-	conn, err := d.DialTarget(c.Context, t)
+	conn, err := d.DialTarget(ctx, t)
 	if err != nil {
 		return qdisc.SysctlOutcome{}, err
 	}
 	defer conn.Close()
-	r, err := rootRunner(c, conn, h)
+	r, err := rootRunner(ctx, c, conn, h)
 	if err != nil {
 		return qdisc.SysctlOutcome{}, err
 	}
-	if err := sameMachine(c.Context, r, j, host, force); err != nil {
+	if err := sameMachine(ctx, r, j, host, force); err != nil {
 		return qdisc.SysctlOutcome{}, err
 	}
-	out, err := qdisc.RestoreSysctlsJournaled(c.Context, r, host, j.Sysctls, j.SysctlsApplied, force)
+	out, err := qdisc.RestoreSysctlsJournaled(ctx, r, host, j.Sysctls, j.SysctlsApplied, force)
 	if err == nil {
-		removeMark(c, r, j, host, "")
+		removeMark(ctx, c, r, j, host, "")
 	}
 	return out, err
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/bloatbench/bloatbench/controller"
 	"github.com/bloatbench/bloatbench/datafile"
@@ -35,20 +35,20 @@ func runCommand() *cli.Command {
 			"   bloatbench run -H local --local-rate 100mbit --local-gso off -l 30 -t 'htb 100mbit' tcp_4down\n" +
 			"   bloatbench run -H hosts.yaml --te download_streams=8 --te cc=bbr -l 60 -t 'MQ + FQ_CODEL' tcp_ndown",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "inventory file, or local: a local lab brought up for this run and taken down after (needs root)"},
-			&cli.StringFlag{Name: "length", Aliases: []string{"l"}, Value: "60", Usage: "how long the streams run: seconds, or a duration like 90s"},
-			&cli.StringFlag{Name: "step", Aliases: []string{"s"}, Value: "0.2", Usage: "sampling and ping interval: seconds (at least 0.01), or a duration like 200ms"},
-			&cli.StringFlag{Name: "delay", Aliases: []string{"d"}, Value: "5", Usage: "idle ping before the streams start and after they end: seconds or a duration"},
-			&cli.StringFlag{Name: "title", Aliases: []string{"t"}, Usage: "the run's title, shown in its summary"},
-			&cli.StringSliceFlag{Name: "te", Usage: "set a test parameter, KEY=VALUE (repeatable); `bloatbench tests` lists them"},
-			&cli.StringSliceFlag{Name: "sampler", Usage: "also sample KIND on the hosts of a role each step, KIND[@client|@server|@bottleneck] (repeatable), e.g. cpu@server; without @, every host"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "results", Usage: "folder for data files"},
-			&cli.StringSliceFlag{Name: "setup", Usage: "apply this qdisc setup to every bottleneck for a run, and undo it after (repeatable: one run per setup, in order); `bloatbench setups` lists them"},
-			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole cycle of setups this many times"},
+			&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "the inventory `FILE`, or local: a local lab brought up for this run and taken down after (needs root)"},
+			&cli.StringFlag{Name: "length", Aliases: []string{"l"}, Value: "60", Usage: "how long the streams run: `SECONDS`, or a duration like 90s"},
+			&cli.StringFlag{Name: "step", Aliases: []string{"s", "step-size"}, Value: "0.2", Usage: "sampling and ping interval: `SECONDS` (at least 0.01), or a duration like 200ms"},
+			&cli.StringFlag{Name: "delay", Aliases: []string{"d"}, Value: "5", Usage: "idle ping before the streams start and after they end: `SECONDS` or a duration"},
+			&cli.StringFlag{Name: "title", Aliases: []string{"t", "title-extra"}, Usage: "the run's title (`TEXT`), shown in its summary"},
+			&cli.StringSliceFlag{Name: "te", Aliases: []string{"test-parameter"}, Usage: "set a test parameter, `KEY=VALUE` (repeatable); bloatbench tests lists them"},
+			&cli.StringSliceFlag{Name: "sampler", Usage: "also sample `KIND[@ROLE]` each step on the hosts of ROLE, client, server or bottleneck (repeatable), e.g. cpu@server; without @ROLE, on every host"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o", "data-dir"}, Value: "results", Usage: "the folder (`DIR`) for data files"},
+			&cli.StringSliceFlag{Name: "setup", Usage: "apply qdisc setup `NAME` to every bottleneck for a run, and undo it after (repeatable: one run per setup, in order); bloatbench setups lists them"},
+			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole cycle of setups `N` times"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "add unknown host keys to known_hosts (OpenSSH's StrictHostKeyChecking=accept-new); changed keys are refused all the same"},
-			&cli.StringFlag{Name: "heading", Usage: "with several setups or --repeat: the condition in the comparison's heading, e.g. \"Unshaped 1gigE\""},
+			&cli.StringFlag{Name: "heading", Usage: "with several setups or --repeat: the condition `TEXT` in the comparison's heading, e.g. \"Unshaped 1gigE\""},
 			&cli.BoolFlag{Name: "flent", Usage: "also write each run as a .flent.gz that flent 2.1.1 loads, beside its data file"},
-			&cli.StringFlag{Name: "note", Usage: "free text kept in the data file (summary --meta prints it)"},
+			&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept in the data file (summary --meta prints it)"},
 			&cli.BoolFlag{Name: "restore-stale", Usage: "when a journal an earlier run left (killed, or not put back) names a device or host of this run, restore it first (as bloatbench restore does), rather than refuse to run"},
 		}, append(reportFlags(), labFlags("local-")...)...),
 		Action: runAction,
@@ -90,19 +90,19 @@ func checkSteps(length, step, delay time.Duration) error {
 	return nil
 }
 
-func runAction(c *cli.Context) error {
+func runAction(ctx context.Context, c *cli.Command) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("run needs one test: a name, e.g. bloatbench run -H local tcp_4down (bloatbench tests lists them), or a test file's path (./my_test.yaml)")
+		return usagef(c, "run needs one test: a name, e.g. bloatbench run -H local tcp_4down (bloatbench tests lists them), or a test file's path (./my_test.yaml)")
 	}
 	def, err := tests.Get(c.Args().First())
 	if err != nil {
 		return err
 	}
 	set := map[string]string{}
-	for _, kv := range c.StringSlice("te") {
+	for _, kv := range stringSlice(c, "te") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return fmt.Errorf("--te %q: write KEY=VALUE, e.g. --te download_streams=4", kv)
+			return usagef(c, "--te %q: write KEY=VALUE, e.g. --te download_streams=4", kv)
 		}
 		set[k] = v
 	}
@@ -110,48 +110,53 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, smp := range c.StringSlice("sampler") {
+	for _, smp := range stringSlice(c, "sampler") {
 		if err := plan.AddSampler(smp); err != nil {
 			return err
 		}
 	}
 	o := controller.Options{Plan: plan, Title: c.String("title"), OutputDir: c.String("output"), Note: c.String("note"),
-		Version: buildVersion(), CommandLine: os.Args, Log: c.App.ErrWriter}
+		Version: buildVersion(), CommandLine: os.Args, Log: c.Root().ErrWriter}
 	for _, f := range []struct {
 		name string
 		dst  *time.Duration
 	}{{"length", &o.Length}, {"step", &o.Step}, {"delay", &o.Delay}} {
 		if *f.dst, err = parseSeconds(f.name, c.String(f.name)); err != nil {
-			return err
+			return asUsage(c, err)
 		}
 	}
 	if err := o.Check(); err != nil {
-		return err
+		return asUsage(c, err)
 	}
 	if err := checkSteps(o.Length, o.Step, o.Delay); err != nil {
-		return err
+		return asUsage(c, err)
 	}
 	ropts, cols, err := reportOptions(c)
 	if err != nil {
 		return err
 	}
+	// A cut past the run's end would print N/A in every row of its summary.
+	if total := (o.Length + 2*o.Delay).Seconds(); cutBeyond(ropts.Cut, total) != "" {
+		return usagef(c, "--cut %s: the run is %gs long (--length %v and --delay %v before and after): %s; give START and END within it, or an END of 0 or less to count back from its end",
+			c.String("cut"), total, o.Length, o.Delay, cutBeyond(ropts.Cut, total))
+	}
 	if o.Self, o.SelfHash, err = selfBinary(); err != nil {
 		return err
 	}
-	if o.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.App.ErrWriter); err != nil {
+	if o.Dialer, err = remote.NewDialer(c.Bool("accept-new-host-keys"), c.Root().ErrWriter); err != nil {
 		return err
 	}
 
 	invPath := c.String("hosts")
 	if invPath == "local" {
-		lab, err := testbed.Up(c.Context, labOptions(c, "local-"), "")
+		lab, err := testbed.Up(ctx, labOptions(c, "local-"), "")
 		if err != nil {
 			return err
 		}
 		defer func() {
 			// Taken down even when the run was interrupted.
-			if err := testbed.Down(context.WithoutCancel(c.Context), lab.Name, false); err != nil {
-				fmt.Fprintln(c.App.ErrWriter, "bloatbench: take the local lab down:", err)
+			if err := testbed.Down(context.WithoutCancel(ctx), lab.Name, false); err != nil {
+				fmt.Fprintln(c.Root().ErrWriter, "bloatbench: take the local lab down:", err)
 			}
 		}()
 		invPath = lab.Inventory
@@ -167,10 +172,10 @@ func runAction(c *cli.Context) error {
 		title = strings.TrimSuffix(filepath.Base(invPath), filepath.Ext(invPath))
 	}
 	if c.Int("repeat") < 1 {
-		return fmt.Errorf("--repeat %d: must be at least 1", c.Int("repeat"))
+		return usagef(c, "--repeat %d: must be at least 1", c.Int("repeat"))
 	}
 	var setups []*qdisc.Setup
-	for _, name := range c.StringSlice("setup") {
+	for _, name := range stringSlice(c, "setup") {
 		s, err := qdisc.Resolve(name, o.Inventory)
 		if err != nil {
 			return err
@@ -183,19 +188,19 @@ func runAction(c *cli.Context) error {
 	for _, s := range setups {
 		o.SetsSysctls = o.SetsSysctls || len(s.Sysctls) > 0
 	}
-	sess, err := controller.Connect(c.Context, o)
+	sess, err := controller.Connect(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
-	if err := restoreStale(c, sess, o); err != nil {
+	if err := restoreStale(ctx, c, sess, o); err != nil {
 		return err
 	}
 	if len(setups) > 0 {
 		// Every setup is tried on every bottleneck host before any traffic: a kernel
 		// without the qdisc fails here, with the fix, and no host is changed.
-		fmt.Fprintln(c.App.ErrWriter, "preflight:")
-		if problems := sess.Check(c.Context, setups, c.App.ErrWriter); len(problems) > 0 {
+		fmt.Fprintln(c.Root().ErrWriter, "preflight:")
+		if problems := sess.Check(ctx, setups, c.Root().ErrWriter); len(problems) > 0 {
 			return fmt.Errorf("preflight found %d problem(s); nothing was run and no host was changed", len(problems))
 		}
 	}
@@ -218,7 +223,7 @@ func runAction(c *cli.Context) error {
 					ro.Title = fmt.Sprintf("%s (%s)", o.Title, s.Title)
 				}
 			}
-			path, err := runOne(c, sess, ro, ropts, cols)
+			path, err := runOne(ctx, c, sess, ro, ropts, cols)
 			if path != "" {
 				paths = append(paths, path)
 			}
@@ -228,18 +233,18 @@ func runAction(c *cli.Context) error {
 			if len(cycle)*c.Int("repeat") == 1 {
 				return err
 			}
-			if c.Context.Err() != nil || errors.Is(err, controller.ErrNotRestored) {
+			if ctx.Err() != nil || errors.Is(err, controller.ErrNotRestored) {
 				// Interrupted, or a host could not be put back: stop here.
 				return err
 			}
-			fmt.Fprintln(c.App.ErrWriter, "bloatbench:", err)
+			fmt.Fprintln(c.Root().ErrWriter, "bloatbench:", err)
 			failures = append(failures, err)
 		}
 	}
 	if len(paths) > 1 {
 		// The cover letter's layout and the side-by-side table, from the data files.
-		fmt.Fprintln(c.App.Writer)
-		if err := compareFiles(c, paths, ropts, cols); err != nil {
+		fmt.Fprintln(c.Root().Writer)
+		if err := compareFiles(ctx, c, paths, ropts, cols); err != nil {
 			return err
 		}
 	}
@@ -255,20 +260,20 @@ func runAction(c *cli.Context) error {
 // --restore-stale it restores them first, as `bloatbench restore` would, and says so.
 // Each run checks again with its devices locked; this check comes first so that
 // nothing (not even the preflight) runs on a host that is not as it was found.
-func restoreStale(c *cli.Context, sess *controller.Session, o controller.Options) error {
-	err := sess.StaleJournals(c.Context, o)
+func restoreStale(ctx context.Context, c *cli.Command, sess *controller.Session, o controller.Options) error {
+	err := sess.StaleJournals(ctx, o)
 	var se *controller.StaleJournalsError
 	if err == nil || !errors.As(err, &se) || !c.Bool("restore-stale") {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "--restore-stale: restoring what earlier runs left first, from %s\n", strings.Join(se.Paths(), ", "))
-	if err := restoreJournals(c, o.Dialer, se.Paths(), false); err != nil {
+	fmt.Fprintf(c.Root().ErrWriter, "--restore-stale: restoring what earlier runs left first, from %s\n", strings.Join(se.Paths(), ", "))
+	if err := restoreJournals(ctx, c, o.Dialer, se.Paths(), false); err != nil {
 		return fmt.Errorf("--restore-stale: %w; nothing was run", err)
 	}
-	if err := sess.StaleJournals(c.Context, o); err != nil {
+	if err := sess.StaleJournals(ctx, o); err != nil {
 		return fmt.Errorf("--restore-stale: after restoring: %w", err)
 	}
-	fmt.Fprintln(c.App.ErrWriter, "--restore-stale: the hosts are back as those runs found them; this run goes on")
+	fmt.Fprintln(c.Root().ErrWriter, "--restore-stale: the hosts are back as those runs found them; this run goes on")
 	return nil
 }
 
@@ -282,23 +287,23 @@ func selfBinary() (path, hash string, err error) {
 }
 
 // runOne runs one test and prints its summary, also when the run failed part way.
-func runOne(c *cli.Context, sess *controller.Session, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
-	path, runErr := sess.Run(c.Context, o)
+func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
+	path, runErr := sess.Run(ctx, o)
 	if path != "" {
 		run, err := datafile.Read(path)
 		if err != nil {
 			return "", err
 		}
-		if err := report.Write(c.App.Writer, c.String("format"), []report.Summary{report.SummarizeWith(run, ro)}, cols); err != nil {
+		if err := report.Write(c.Root().Writer, c.String("format"), []report.Summary{report.SummarizeWith(run, ro)}, cols); err != nil {
 			return path, err
 		}
-		fmt.Fprintf(c.App.ErrWriter, "data file: %s\n", path)
+		fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
 		if c.Bool("flent") {
 			fp, err := flentfile.Export(run, "")
 			if err != nil {
 				return path, err
 			}
-			fmt.Fprintf(c.App.ErrWriter, "flent file: %s\n", fp)
+			fmt.Fprintf(c.Root().ErrWriter, "flent file: %s\n", fp)
 		}
 	}
 	return path, runErr

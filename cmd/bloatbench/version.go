@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 )
 
 func versionCommand() *cli.Command {
@@ -11,8 +12,8 @@ func versionCommand() *cli.Command {
 		Name:      "version",
 		Usage:     "print bloatbench's version",
 		UsageText: "bloatbench version",
-		Action: func(c *cli.Context) error {
-			fmt.Fprintln(c.App.Writer, buildVersion())
+		Action: func(ctx context.Context, c *cli.Command) error {
+			fmt.Fprintln(c.Root().Writer, buildVersion())
 			return nil
 		},
 	}
