@@ -22,7 +22,7 @@ func batchCommand() *cli.Command {
 		Name:      "batch",
 		Usage:     "run a batch file's tests x setups x repetitions unattended, with a summary, a page of charts and a verdict against a baseline",
 		ArgsUsage: "FILE.yaml",
-		UsageText: "bloatbench batch [--dry-run] [--no-shuffle] [--baseline DIR] [--note TEXT] [--accept-new-host-keys] [--restore-stale] FILE.yaml\n" +
+		UsageText: "bloatbench batch [--dry-run] [--no-shuffle] [--baseline DIR] [--note TEXT] [--accept-new-host-keys] [--restore-stale] [--junit FILE] [--metrics FILE] FILE.yaml\n" +
 			"bloatbench batch --resume DIR [FILE.yaml]\n\nExamples:\n" +
 			"   bloatbench batch --dry-run nightly.yaml\n" +
 			"   bloatbench batch --baseline results/nightly-20261129T020000 nightly.yaml\n" +
@@ -36,6 +36,8 @@ func batchCommand() *cli.Command {
 			&cli.StringFlag{Name: "note", Usage: "free `TEXT` kept with the batch and at the top of its summary"},
 			&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "as for run"},
 			&cli.BoolFlag{Name: "restore-stale", Usage: "as for run: restore what an earlier run left (a crashed batch's journal) before the first run, rather than refuse the batch"},
+			&cli.StringFlag{Name: "junit", Usage: "also write the runs and the verdict to `FILE` as JUnit XML, for a CI's test report"},
+			&cli.StringFlag{Name: "metrics", Usage: "also write the verdict to `FILE` in the Prometheus text format (node_exporter's textfile collector: FILE.prom in its folder)"},
 		},
 		Action: batchAction,
 	}
@@ -92,7 +94,8 @@ func batchAction(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	o := batch.Options{Batch: b, Dir: dir, Resume: dir != "", Note: c.String("note"), Controller: co, Baseline: c.String("baseline"), Log: c.Root().ErrWriter}
+	o := batch.Options{Batch: b, Dir: dir, Resume: dir != "", Note: c.String("note"), Controller: co, Baseline: c.String("baseline"), Log: c.Root().ErrWriter,
+		JUnit: c.String("junit"), Metrics: c.String("metrics")}
 	if o.Dir == "" {
 		o.Dir = batch.NewDir(b, time.Now())
 	}
