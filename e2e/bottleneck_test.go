@@ -117,8 +117,11 @@ func flowsRate(run *datafile.Run, match func(datafile.Series) bool, from, to flo
 // load (less its first and last 0.3 s) against the bytes the busiest qdisc passed
 // then, as payload (1448 of each 1514-byte packet: GSO off, timestamps on) less the
 // packets dropped after it (TCP sends those again), within 2%; the summary's median
-// against the median of the qdisc's steps, within 2%; and the qdisc's own rate
-// within 5% of the nominal rate, which says the lab shapes where it should.
+// against the median of the qdisc's steps, within 2%; and the qdisc's own rate from
+// 80% to 105% of the nominal rate, which says the lab shapes where it should (a
+// missing shaper passes gigabits, a wrong one a fraction) without holding the
+// machine to keeping the line full: a CI run, its other packages' tests beside it,
+// had eight flows pass 94% while the flows' sum matched htb's counter to 0.1%.
 func checkTCPDownload(t *testing.T, run *datafile.Run, summaryMedian, nominal float64) {
 	t.Helper()
 	m := run.Metadata
@@ -138,8 +141,8 @@ func checkTCPDownload(t *testing.T, run *datafile.Run, summaryMedian, nominal fl
 	if math.Abs(summaryMedian*1e6-stepMedian)/stepMedian > 0.02 {
 		t.Errorf("the summary's median %.2f Mbit/s is not within 2%% of the median step of %s, %.2f Mbit/s of payload", summaryMedian, p.series, stepMedian/1e6)
 	}
-	if r := p.bitRate(); math.Abs(r-nominal)/nominal > 0.05 {
-		t.Errorf("%s passed %.2f Mbit/s, not within 5%% of the shaped %.0f: the lab does not shape as asked", p.series, r/1e6, nominal/1e6)
+	if r := p.bitRate(); r < 0.8*nominal || r > 1.05*nominal {
+		t.Errorf("%s passed %.2f Mbit/s, not from 80%% to 105%% of the shaped %.0f: the lab does not shape as asked", p.series, r/1e6, nominal/1e6)
 	}
 }
 

@@ -3,6 +3,8 @@ package e2e
 import (
 	"math"
 	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
 )
 
 // Issue 10's request/response acceptance on one shaped lab (htb 100mbit, bfifo
@@ -12,12 +14,15 @@ import (
 // under load is within 10% of the ICMP median of the same run.
 func TestRRUnderLoad(t *testing.T) {
 	inv, _ := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
+	var loadedRun *datafile.Run
 	run := func(test string) map[string]float64 {
 		t.Helper()
-		r := bb(t, "run", "-H", inv, "-l", "10", "-d", "2", "-o", t.TempDir(), "--format", "json", test)
+		out := t.TempDir()
+		r := bb(t, "run", "-H", inv, "-l", "10", "-d", "2", "-o", out, "--format", "json", test)
 		if r.err != nil {
 			t.Fatalf("%s: %v\n%s", test, r.err, r.stderr)
 		}
+		loadedRun = dataFile(t, out)
 		return parseSummary(t, r.stdout)
 	}
 	alone, loaded := run("tcp_rr"), run("rr_under_load")
@@ -33,7 +38,7 @@ func TestRRUnderLoad(t *testing.T) {
 		t.Errorf("RR latency under load %.3f ms is %.1f%% from the ICMP median %.3f ms of the same run; want within 10%%",
 			loaded["TCP RR latency"], d*100, icmp)
 	}
-	if loaded["TCP download sum"] < 90 {
-		t.Errorf("TCP download sum %.2f Mbit/s: the downloads did not fill the 100 Mbit/s line", loaded["TCP download sum"])
-	}
+	// The downloads fill the line, as far as this machine lets them: held to what
+	// htb passed, and htb to its rate (checkTCPDownload).
+	checkTCPDownload(t, loadedRun, loaded["TCP download sum"], 100e6)
 }

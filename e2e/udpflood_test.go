@@ -79,18 +79,21 @@ func TestUDPFlood(t *testing.T) {
 			t.Errorf("UDP upload %s %.2f Mbit/s is not within 2%% of the %.2f Mbit/s of payload htb passed", c.name, c.got, c.want)
 		}
 	}
-	if r := p.bitRate(); math.Abs(r-rate)/rate > 0.05 {
-		t.Errorf("%s passed %.2f Mbit/s, not within 5%% of the shaped %.0f", p.series, r/1e6, rate/1e6)
+	if r := p.bitRate(); r < 0.8*rate || r > 1.05*rate {
+		t.Errorf("%s passed %.2f Mbit/s, not from 80%% to 105%% of the shaped %.0f (see checkTCPDownload)", p.series, r/1e6, rate/1e6)
 	}
 	if math.Abs(sent-offered/1e6)/(offered/1e6) > 0.02 {
 		t.Errorf("the sender sent %.2f Mbit/s, not the 200 asked for: the loss below is not the queue's", sent)
 	}
 
-	// Loss: per step from the summary, and in all from the sink's account.
+	// Loss: per step from the summary, and in all from the sink's account, against
+	// what htb passing at its measured rate leaves of the offered load (half, at
+	// the rate it was given), within 5 points.
 	loss := medians["UDP upload loss"]
-	t.Logf("loss: median step %.2f%%, expected %.2f%%", loss, 100*(1-rate*payload/frame/offered))
-	if loss < 45 || loss > 55 {
-		t.Errorf("UDP upload loss median %.2f%%, want 45%% to 55%%", loss)
+	wantLoss := 100 * (1 - p.bitRate()*payload/frame/offered*(1-after))
+	t.Logf("loss: median step %.2f%%, expected %.2f%% (%.2f%% at htb's nominal rate)", loss, wantLoss, 100*(1-rate*payload/frame/offered))
+	if math.Abs(loss-wantLoss) > 5 {
+		t.Errorf("UDP upload loss median %.2f%%, want %.2f%% within 5 points", loss, wantLoss)
 	}
 	account := regexp.MustCompile(`^udp-sink UDP upload from \S+: (\d+) datagrams sent, (\d+) received, (\d+) lost \(([\d.]+)%\)`)
 	found := false
@@ -103,8 +106,8 @@ func TestUDPFlood(t *testing.T) {
 		total, _ := strconv.ParseFloat(mm[4], 64)
 		received, _ := strconv.ParseFloat(mm[2], 64)
 		t.Logf("sink's account: %s", e.Message)
-		if total < 45 || total > 55 {
-			t.Errorf("the sink lost %.1f%% in all, want 45%% to 55%%: %s", total, e.Message)
+		if math.Abs(total-wantLoss) > 5 {
+			t.Errorf("the sink lost %.1f%% in all, want %.2f%% within 5 points: %s", total, wantLoss, e.Message)
 		}
 		// What htb passed came, less what was lost after it; htb passed the pings
 		// and the flood's hello and end too (a few hundred at most).
@@ -116,10 +119,11 @@ func TestUDPFlood(t *testing.T) {
 		t.Errorf("no sink account among the events: %+v", run.Events)
 	}
 
-	// Ping waits behind the full bfifo.
+	// Ping waits behind the full bfifo, drained at the rate htb passed (its given
+	// rate on a machine that keeps up: 24 ms).
 	idle, loaded := medians["Ping (ms) ICMP idle"], medians["Ping (ms) ICMP loaded"]
-	bound := queue*8/rate*1e3 + idle
-	t.Logf("ping: loaded median %.2f ms, idle %.3f ms; the full bfifo holds %.2f ms", loaded, idle, bound)
+	bound := queue*8/p.bitRate()*1e3 + idle
+	t.Logf("ping: loaded median %.2f ms, idle %.3f ms; the full bfifo holds %.2f ms at htb's %.2f Mbit/s", loaded, idle, bound, p.bitRate()/1e6)
 	if math.Abs(loaded-bound)/bound > 0.10 {
 		t.Errorf("loaded ping median %.2f ms is not within 10%% of %.2f ms", loaded, bound)
 	}
