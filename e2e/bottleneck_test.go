@@ -115,7 +115,8 @@ func flowsRate(run *datafile.Run, match func(datafile.Series) bool, from, to flo
 
 // checkTCPDownload holds a download's TCP sum to its bottleneck: its rate over the
 // load (less its first and last 0.3 s) against the bytes the busiest qdisc passed
-// then, as payload (1448 of each 1514-byte packet: GSO off, timestamps on) less the
+// then, as payload (1448 of each 1514-byte packet over IPv4, 1428 over IPv6: GSO
+// off, timestamps on) less the
 // packets dropped after it (TCP sends those again), within 2%; the summary's median
 // against the median of the qdisc's steps, within 2%; and the qdisc's own rate from
 // 80% to 105% of the nominal rate, which says the lab shapes where it should (a
@@ -127,7 +128,10 @@ func checkTCPDownload(t *testing.T, run *datafile.Run, summaryMedian, nominal fl
 	m := run.Metadata
 	from, to := m.T0+m.Delay+0.3, m.T0+m.Delay+m.Length-0.3
 	p := bottleneckPassed(t, run, from, to)
-	const payload = 1448.0 / 1514
+	payload := 1448.0 / 1514
+	if m.Family == "ipv6" {
+		payload = 1428.0 / 1514
+	}
 	got, flows := flowsRate(run, func(se datafile.Series) bool {
 		return se.Kind == datafile.KindTCP && se.Direction == "download"
 	}, from, to)

@@ -194,15 +194,14 @@ func TestIPv6Lab(t *testing.T) {
 	}
 	m := parseSummary(t, r.stdout)
 	t.Logf("medians over IPv6: %v", m)
-	// 100 Mbit/s of 1514-byte frames carry 94.9 Mbit/s of TCP payload over IPv6
-	// (1514 - 14 - 40 - 32 bytes of headers with timestamps).
-	if s := m["TCP download sum"]; s < 90 || s > 97 {
-		t.Errorf("TCP download sum %.2f Mbit/s over IPv6, want the shaped 94-95", s)
-	}
+	run := dataFile(t, out)
+	// The flows' sum is held to what htb passed, as IPv6 payload (1428 of each
+	// 1514-byte frame), and htb to its rate: a fixed 90 Mbit/s floor failed in CI
+	// at 88.96 Mbit/s on a loaded machine (see checkTCPDownload).
+	checkTCPDownload(t, run, m["TCP download sum"], 100e6)
 	if m["Ping (ms) ICMP loaded"] <= 0 || m["Ping (ms) ICMP idle"] <= 0 {
 		t.Errorf("ping rows %v", m)
 	}
-	run := dataFile(t, out)
 	if run.Metadata.Family != "ipv6" {
 		t.Errorf("data file family %q", run.Metadata.Family)
 	}
