@@ -50,7 +50,13 @@ type running struct {
 
 func startRun(t *testing.T, env []string, args ...string) *running {
 	t.Helper()
-	r := &running{cmd: exec.Command(bin, args...), stderr: &e2eutil.LockedBuffer{}, stdout: &e2eutil.LockedBuffer{}, exited: make(chan error, 1)}
+	return startCmd(t, env, bin, args...)
+}
+
+// startCmd is startRun of another command line (bloatbench inside a namespace).
+func startCmd(t *testing.T, env []string, name string, args ...string) *running {
+	t.Helper()
+	r := &running{cmd: exec.Command(name, args...), stderr: &e2eutil.LockedBuffer{}, stdout: &e2eutil.LockedBuffer{}, exited: make(chan error, 1)}
 	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	if err := r.cmd.Start(); err != nil {

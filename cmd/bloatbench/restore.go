@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -41,6 +42,45 @@ func rootRunner(ctx context.Context, c *cli.Command, conn *remote.Conn, h *inven
 		return nil, fmt.Errorf("host %s: start the agent through sudo: %w", h.Name, err)
 	}
 	return agentRunner{cl, conn.Target.CommandTimeout}, nil
+}
+
+// hostAddr is the address a host's device locks key on, as a run's do: the SSH
+// address, or "local" for this machine (ssh: local).
+func hostAddr(d *remote.Dialer, h *inventory.Host) (string, error) {
+	if h.Local() {
+		return inventory.LocalSSH, nil
+	}
+	t, err := d.Resolve(h)
+	if err != nil {
+		return "", err
+	}
+	return t.Addr, nil
+}
+
+// hostRunner runs a restore's commands as root on h: over SSH (rootRunner), or on
+// this machine for ssh: local, which needs this process to be root, as the run that
+// changed it was. done ends the connection.
+func hostRunner(ctx context.Context, c *cli.Command, d *remote.Dialer, h *inventory.Host) (qdisc.Runner, func(), error) {
+	if h.Local() {
+		if os.Geteuid() != 0 {
+			return nil, nil, fmt.Errorf("host %s is this machine (ssh: local), and restoring its devices or sysctls needs root: run sudo bloatbench restore", h.Name)
+		}
+		return remote.Local{Name: h.Name, CommandTimeout: h.CommandTimeout.Or(remote.DefaultCommandTimeout)}, func() {}, nil
+	}
+	t, err := d.Resolve(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := d.DialTarget(ctx, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := rootRunner(ctx, c, conn, h)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return r, func() { conn.Close() }, nil
 }
 
 // agentRunner runs commands through an agent's exec op.
@@ -234,25 +274,24 @@ func restoreJournals(ctx context.Context, c *cli.Command, d *remote.Dialer, file
 // has a device of that name that is not the journal's to undo.
 func restoreDevice(ctx context.Context, c *cli.Command, d *remote.Dialer, j *qdisc.Journal, st *qdisc.State, force bool, locks *[]*qdisc.DeviceLock) (qdisc.Verdict, error) {
 	h := j.Hosts[st.Host]
-	t, err := d.Resolve(h)
+	if h == nil {
+		return 0, fmt.Errorf("host %s: journal %s names no such host", st.Host, j.Path())
+	}
+	addr, err := hostAddr(d, h)
 	if err != nil {
 		return 0, err
 	}
 	// Refused, naming the holder, while a run or another restore has the device.
-	l, err := j.LockForRestore(st, t.Addr)
+	l, err := j.LockForRestore(st, addr)
 	if err != nil {
 		return 0, err
 	}
 	*locks = append(*locks, l)
-	conn, err := d.DialTarget(ctx, t)
+	r, done, err := hostRunner(ctx, c, d, h)
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	r, err := rootRunner(ctx, c, conn, h)
-	if err != nil {
-		return 0, err
-	}
+	defer done()
 	if err := sameMachine(ctx, r, j, st.Host, force); err != nil {
 		return 0, err
 	}
@@ -293,19 +332,14 @@ func sameMachine(ctx context.Context, r qdisc.Runner, j *qdisc.Journal, host str
 // restoreSysctls puts back the sysctls the journal found on host.
 func restoreSysctls(ctx context.Context, c *cli.Command, d *remote.Dialer, j *qdisc.Journal, host string, force bool) (qdisc.SysctlOutcome, error) {
 	h := j.Hosts[host]
-	t, err := d.Resolve(h)
+	if h == nil {
+		return qdisc.SysctlOutcome{}, fmt.Errorf("host %s: journal %s names no such host", host, j.Path())
+	}
+	r, done, err := hostRunner(ctx, c, d, h)
 	if err != nil {
 		return qdisc.SysctlOutcome{}, err
 	}
-	conn, err := d.DialTarget(ctx, t)
-	if err != nil {
-		return qdisc.SysctlOutcome{}, err
-	}
-	defer conn.Close()
-	r, err := rootRunner(ctx, c, conn, h)
-	if err != nil {
-		return qdisc.SysctlOutcome{}, err
-	}
+	defer done()
 	if err := sameMachine(ctx, r, j, host, force); err != nil {
 		return qdisc.SysctlOutcome{}, err
 	}

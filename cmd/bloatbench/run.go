@@ -29,13 +29,17 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a test between the inventory's client and server, record it, and print its summary",
 		ArgsUsage: "TEST|TEST_FILE",
-		UsageText: "bloatbench run -H hosts.yaml|local [--setup NAME ...] [--repeat N] [options] TEST\n\nExamples:\n" +
+		UsageText: "bloatbench run -H hosts.yaml|local|HOST [--setup NAME ...] [--repeat N] [options] TEST\n\nExamples:\n" +
 			"   bloatbench run -H local tcp_4down\n" +
+			"   bloatbench run -H 10.0.0.2 -l 30 tcp_4down\n" +
+			"   bloatbench run -H server.lab --test-ip 192.168.7.2 --bottleneck server:eth1 --setup cake -l 30 tcp_4down\n" +
 			"   bloatbench run -H hosts.yaml --setup mq+dualpi2 --setup mq+fq_codel --setup mq+fq_pie -l 60 tcp_4down\n" +
 			"   bloatbench run -H local --local-rate 100mbit --local-gso off -l 30 -t 'htb 100mbit' tcp_4down\n" +
 			"   bloatbench run -H hosts.yaml --te download_streams=8 --te cc=bbr -l 60 -t 'MQ + FQ_CODEL' tcp_ndown",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "the inventory `FILE`, or local: a local lab brought up for this run and taken down after (needs root)"},
+			&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Required: true, Usage: "the inventory `FILE`; local: a local lab brought up for this run and taken down after (needs root); or, as flent takes it, the far end: a HOST reached over SSH as ~/.ssh/config says, with this machine the client"},
+			&cli.StringFlag{Name: "test-ip", Usage: "with -H HOST: the far end's `ADDRESS` on the test network (default: HOST's own address)"},
+			&cli.StringSliceFlag{Name: "bottleneck", Usage: "with -H HOST: a device a setup changes and the run samples, `HOST:DEV` with HOST client (this machine) or server (repeatable), e.g. server:eth1"},
 			&cli.StringFlag{Name: "length", Aliases: []string{"l"}, Value: "60", Usage: "how long the streams run: `SECONDS`, or a duration like 90s"},
 			&cli.StringFlag{Name: "step", Aliases: []string{"s", "step-size"}, Value: "0.2", Usage: "sampling and ping interval: `SECONDS` (at least 0.01), or a duration like 200ms"},
 			&cli.StringFlag{Name: "delay", Aliases: []string{"d"}, Value: "5", Usage: "idle ping before the streams start and after they end: `SECONDS` or a duration"},
@@ -148,6 +152,15 @@ func runAction(ctx context.Context, c *cli.Command) error {
 	}
 
 	invPath := c.String("hosts")
+	farEnd := invPath != "local" && !isInventoryPath(invPath)
+	if !farEnd && (c.IsSet("test-ip") || c.IsSet("bottleneck")) {
+		return usagef(c, "--test-ip and --bottleneck go with -H HOST (the far end, this machine the client); an inventory names its hosts' test_ip and bottleneck devices itself")
+	}
+	if farEnd {
+		if err := inventory.CheckFarEnd(inventory.FarEnd{SSH: invPath, TestIP: c.String("test-ip"), Bottlenecks: stringSlice(c, "bottleneck")}); err != nil {
+			return asUsage(c, err)
+		}
+	}
 	if invPath == "local" {
 		lab, err := testbed.Up(ctx, labOptions(c, "local-"), "")
 		if err != nil {
@@ -164,12 +177,24 @@ func runAction(ctx context.Context, c *cli.Command) error {
 			o.Title = "local lab"
 		}
 	}
-	if o.Inventory, err = inventory.Load(invPath); err != nil {
-		return err
-	}
 	title := o.Title
-	if title == "" {
-		title = strings.TrimSuffix(filepath.Base(invPath), filepath.Ext(invPath))
+	if farEnd {
+		if o.Inventory, err = controller.FarEndInventory(ctx, o.Dialer, invPath, c.String("test-ip"), stringSlice(c, "bottleneck")); err != nil {
+			return err
+		}
+		if title == "" {
+			title = invPath
+		}
+	} else {
+		if _, err := os.Stat(invPath); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("-H %s: no such inventory file (for a far end as flent takes it, with this machine the client, give its name or address: -H 10.0.0.2)", invPath)
+		}
+		if o.Inventory, err = inventory.Load(invPath); err != nil {
+			return err
+		}
+		if title == "" {
+			title = strings.TrimSuffix(filepath.Base(invPath), filepath.Ext(invPath))
+		}
 	}
 	if c.Int("repeat") < 1 {
 		return usagef(c, "--repeat %d: must be at least 1", c.Int("repeat"))
@@ -252,6 +277,18 @@ func runAction(ctx context.Context, c *cli.Command) error {
 		return fmt.Errorf("%d of %d runs failed (their errors are above)", len(failures), len(cycle)*c.Int("repeat"))
 	}
 	return nil
+}
+
+// isInventoryPath says whether -H names an inventory file rather than a far end: a
+// file that is there, or what can only be meant as one (a path with a slash, a
+// .yaml or .yml name), which then fails to load with the file's error; anything else
+// is a host, as flent's -H is.
+func isInventoryPath(s string) bool {
+	if _, err := os.Stat(s); err == nil {
+		return true
+	}
+	ext := strings.ToLower(filepath.Ext(s))
+	return strings.ContainsRune(s, '/') || ext == ".yaml" || ext == ".yml"
 }
 
 // restoreStale refuses the run, naming the journals and the fix, when an earlier
