@@ -6,7 +6,7 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
-.PHONY: build deps demo test lint bench clean man
+.PHONY: build deps demo test lint bench clean man generate
 
 build:
 	$(GO) build -o bloatbench ./cmd/bloatbench
@@ -19,6 +19,7 @@ demo: deps build
 
 test: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
+	bash scripts/check-generated
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	@# The local lab's e2e package runs longer than go test's default 10 minutes.
@@ -33,6 +34,10 @@ test: deps
 # go-md2man); cmd/bloatbench's TestManPage fails while the committed page is stale.
 man:
 	$(GO) test -count=1 -run '^TestManPage$$' ./cmd/bloatbench -args -update-man
+
+# The BPF object and its Go bindings (bpf2go): committed, checked by make test.
+generate:
+	$(GO) generate ./sojourn
 
 lint:
 	$(GO) run $(STATICCHECK) ./...

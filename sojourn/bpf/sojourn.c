@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// Per-packet sojourn time in the qdiscs of chosen devices, from the kernel's
+// qdisc_enqueue and qdisc_dequeue tracepoints (raw, BTF-typed: tp_btf).
+//
+// qdisc_enqueue fires in dev_qdisc_enqueue once the root qdisc of a tx queue took
+// the skb (an mq's child is the root of its queue); the skb is stamped there, keyed
+// by its address. qdisc_dequeue fires in dequeue_skb with the first skb of what
+// it took (a bulk dequeue chains up to `packets` skbs through skb->next); each
+// stamped one becomes a sojourn in its qdisc's histogram and loses its stamp. An
+// skb the qdisc dropped is never dequeued: its stamp ages out of the LRU map and is
+// no sojourn. A dequeued skb without a stamp (requeued after a first dequeue, or
+// a segment cake's split-gso made inside the qdisc) is counted apart.
+//
+// The structs below are the kernel's, reduced to the fields read here; CO-RE
+// relocates each access to the running kernel's layout (its BTF), so one object
+// runs on every kernel with BTF and these tracepoints.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+typedef __u32 u32;
+typedef __u64 u64;
+
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct netdev_queue {
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
+struct Qdisc {
+	u32 handle;
+	u32 parent;
+	struct netdev_queue *dev_queue;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct sk_buff *next;
+} __attribute__((preserve_access_index));
+
+// Log-linear buckets: values below 2^SUB_BITS ns exact, then 2^SUB_BITS
+// sub-buckets per power of two (each at most 1/32 of its value wide, so a bucket's
+// midpoint is within 1.6% of every value in it), up to 2^MAX_EXP ns (68.7 s);
+// longer is the last bucket. The Go side (hist.go) maps buckets back to times.
+#define SUB_BITS 5
+#define SUBS (1 << SUB_BITS)
+#define MAX_EXP 36
+#define BUCKETS ((MAX_EXP - SUB_BITS + 1) * SUBS)
+
+// The longest bulk dequeue followed through skb->next: dequeue_skb takes up to
+// the tx queue's BQL budget, which rarely holds more; the rest are counted apart.
+#define MAX_BULK 64
+
+struct dev_key {
+	u32 netns;
+	u32 ifindex;
+};
+
+struct qdisc_key {
+	u32 ifindex;
+	u32 handle;
+	u32 parent;
+	u32 pad;
+};
+
+struct stamp {
+	u64 ns;
+	u64 qdisc;
+};
+
+struct hist {
+	u64 count[BUCKETS];
+	u64 sum_ns;
+	u64 max_ns;
+	u64 unstamped; // dequeued without a stamp
+	u64 beyond_bulk; // in a bulk dequeue past MAX_BULK: not followed
+};
+
+// The devices traced, as (network namespace inode, ifindex): set by the loader.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct dev_key);
+	__type(value, __u8);
+} devices SEC(".maps");
+
+// Stamps of skbs in a traced qdisc. LRU: a dropped skb's stamp is evicted in time,
+// and a full map loses the oldest stamps, never the tracer.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 131072);
+	__type(key, u64);
+	__type(value, struct stamp);
+} stamps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct qdisc_key);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+static __always_inline u32 log2_u64(u64 v)
+{
+	u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+static __always_inline u32 bucket_of(u64 ns)
+{
+	if (ns < SUBS)
+		return ns;
+	u32 e = log2_u64(ns);
+	if (e >= MAX_EXP)
+		return BUCKETS - 1;
+	return (e - SUB_BITS + 1) * SUBS + ((ns >> (e - SUB_BITS)) & (SUBS - 1));
+}
+
+static __always_inline int traced(struct Qdisc *q)
+{
+	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
+	if (!dev)
+		return 0;
+	struct dev_key k = {
+		.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum),
+		.ifindex = BPF_CORE_READ(dev, ifindex),
+	};
+	return bpf_map_lookup_elem(&devices, &k) != 0;
+}
+
+static const struct hist zero_hist;
+
+static __always_inline struct hist *hist_of(struct Qdisc *q)
+{
+	struct qdisc_key k = {
+		.ifindex = BPF_CORE_READ(q, dev_queue, dev, ifindex),
+		.handle = BPF_CORE_READ(q, handle),
+		.parent = BPF_CORE_READ(q, parent),
+	};
+	struct hist *h = bpf_map_lookup_elem(&hists, &k);
+	if (h)
+		return h;
+	bpf_map_update_elem(&hists, &k, &zero_hist, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&hists, &k);
+}
+
+SEC("tp_btf/qdisc_enqueue")
+int BPF_PROG(on_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
+{
+	if (!traced(q))
+		return 0;
+	u64 key = (u64)skb;
+	struct stamp s = {.ns = bpf_ktime_get_ns(), .qdisc = (u64)q};
+	bpf_map_update_elem(&stamps, &key, &s, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
+{
+	if (!skb || packets <= 0 || !traced(q))
+		return 0;
+	struct hist *h = hist_of(q);
+	if (!h)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	for (int i = 0; i < MAX_BULK && i < packets && skb; i++) {
+		u64 key = (u64)skb;
+		struct stamp *s = bpf_map_lookup_elem(&stamps, &key);
+		if (s && s->qdisc == (u64)q && now >= s->ns) {
+			u64 d = now - s->ns;
+			u32 b = bucket_of(d);
+			if (b < BUCKETS)
+				h->count[b]++;
+			h->sum_ns += d;
+			if (d > h->max_ns)
+				h->max_ns = d;
+			bpf_map_delete_elem(&stamps, &key);
+		} else {
+			h->unstamped++;
+		}
+		skb = BPF_CORE_READ(skb, next);
+	}
+	if (packets > MAX_BULK)
+		h->beyond_bulk += packets - MAX_BULK;
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

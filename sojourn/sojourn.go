@@ -1,0 +1,131 @@
+// Package sojourn measures how long packets wait in a host's qdiscs, from inside
+// the kernel: BPF programs on the qdisc_enqueue and qdisc_dequeue tracepoints stamp
+// each packet as its device's root qdisc takes it and histogram its wait when the
+// qdisc gives it up, per qdisc (an mq's children each their own). It needs a kernel
+// with BTF and those tracepoints, and CAP_BPF and CAP_PERFMON (root).
+package sojourn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Key names one qdisc: the root of a device's tx queue (or the device's).
+type Key struct {
+	Ifindex, Handle, Parent uint32
+}
+
+// Hist is what a qdisc's packets waited since the tracer started: the buckets'
+// counts, the exact sum and maximum, and the dequeued packets that had no stamp
+// (requeued after a first dequeue, or made inside the qdisc, as cake's split-gso
+// segments are) or were past the longest bulk dequeue followed.
+type Hist struct {
+	Counts                Counts
+	SumNs, MaxNs          uint64
+	Unstamped, BeyondBulk uint64
+}
+
+// Tracer is the loaded programs, attached.
+type Tracer struct {
+	objs  sojournObjects
+	links []link.Link
+	// Devs are the traced devices by ifindex.
+	Devs map[uint32]string
+}
+
+// Open loads the programs and traces devs, devices of this process's network
+// namespace (the calling thread's: a caller that setns(2)s locks its thread). Its errors say what is missing: BTF, the tracepoints, the privilege.
+func Open(devs []string) (*Tracer, error) {
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return nil, fmt.Errorf("the kernel has no BTF (/sys/kernel/btf/vmlinux: %w): build it with CONFIG_DEBUG_INFO_BTF", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return nil, fmt.Errorf("this process's network namespace: %w", err)
+	}
+	t := &Tracer{Devs: map[uint32]string{}}
+	keys := make([]sojournDevKey, 0, len(devs))
+	for _, d := range devs {
+		ifi, err := net.InterfaceByName(d)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", d, err)
+		}
+		keys = append(keys, sojournDevKey{Netns: uint32(st.Ino), Ifindex: uint32(ifi.Index)})
+		t.Devs[uint32(ifi.Index)] = d
+	}
+	if err := loadSojournObjects(&t.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load the sojourn programs: the kernel's verifier refused them: %w", err)
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return nil, fmt.Errorf("load the sojourn programs: this kernel lacks what they need: %w", err)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("load the sojourn programs: not permitted (they need root, or CAP_BPF and CAP_PERFMON): %w", err)
+		}
+		return nil, fmt.Errorf("load the sojourn programs: %w", err)
+	}
+	for _, k := range keys {
+		if err := t.objs.Devices.Put(k, uint8(1)); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("sojourn: trace device %d: %w", k.Ifindex, err)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"qdisc_enqueue", t.objs.OnEnqueue}, {"qdisc_dequeue", t.objs.OnDequeue}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("attach to the %s tracepoint: %w", p.name, err)
+		}
+		t.links = append(t.links, l)
+	}
+	return t, nil
+}
+
+// Read is every traced qdisc's histogram so far, summed over the CPUs.
+func (t *Tracer) Read() (map[Key]Hist, error) {
+	out := map[Key]Hist{}
+	var k sojournQdiscKey
+	var perCPU []sojournHist
+	it := t.objs.Hists.Iterate()
+	for it.Next(&k, &perCPU) {
+		h := Hist{Counts: Counts{}}
+		for _, c := range perCPU {
+			for b, n := range c.Count {
+				if n > 0 {
+					h.Counts[b] += n
+				}
+			}
+			h.SumNs += c.SumNs
+			h.MaxNs = max(h.MaxNs, c.MaxNs)
+			h.Unstamped += c.Unstamped
+			h.BeyondBulk += c.BeyondBulk
+		}
+		out[Key{Ifindex: k.Ifindex, Handle: k.Handle, Parent: k.Parent}] = h
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("sojourn: read the histograms: %w", err)
+	}
+	return out, nil
+}
+
+// Close detaches and unloads the programs.
+func (t *Tracer) Close() error {
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	errs = append(errs, t.objs.Close())
+	return errors.Join(errs...)
+}
