@@ -198,24 +198,33 @@ func TestLiveText(t *testing.T) {
 		p    controller.Progress
 		want string
 	}{
-		{controller.Progress{Elapsed: 0.5, Total: 12, PingMs: math.NaN()}, "12s left, 0.0 Mbit/s (idle)"},
-		{controller.Progress{Elapsed: 5, Total: 12, Loaded: true, SumMbps: 94.26, PingMs: 15.234}, "7s left, 94.3 Mbit/s, ping 15.23 ms (loaded)"},
-		{controller.Progress{Elapsed: 13, Total: 12, PingMs: 0.05}, "0s left, 0.0 Mbit/s, ping 0.05 ms (idle)"},
+		{controller.Progress{Elapsed: 0.4, Total: 12, PingMs: math.NaN()}, "0s of 12s, 0.0 Mbit/s (idle)"},
+		{controller.Progress{Elapsed: 5, Total: 12, Loaded: true, SumMbps: 94.26, PingMs: 15.234}, "5s of 12s, 94.3 Mbit/s, ping 15.23 ms (loaded)"},
+		{controller.Progress{Elapsed: 13, Total: 12, PingMs: 0.05}, "12s of 12s, 0.0 Mbit/s, ping 0.05 ms (idle)"},
+		{controller.Progress{Elapsed: -0.2, Total: 12, PingMs: math.NaN()}, "0s of 12s, 0.0 Mbit/s (idle)"},
 	}
 	for _, c := range cases {
 		if got := liveText(c.p); got != c.want {
 			t.Errorf("liveText(%+v) = %q, want %q", c.p, got, c.want)
 		}
 	}
-	// Off a terminal no bars; a nil progress does nothing.
-	var pr *progress
-	if newProgress(&strings.Builder{}, false, "b", 3, 0) != nil {
+	// Off a terminal no bars, and a progress without them does nothing.
+	pr := newProgress(&strings.Builder{}, false, "b", 3, 0, NewETA(time.Second, 3, nil))
+	if pr.Bars != nil {
 		t.Error("bars on a strings.Builder")
 	}
-	pr.startRun("x", 1)
-	pr.update(controller.Progress{})
+	pr.StartRun("x", 1)
+	pr.Update(controller.Progress{})
 	pr.endRun()
 	pr.stop()
+	var bars *Bars
+	if NewBars(&strings.Builder{}, BarsOptions{}) != nil {
+		t.Error("run bars on a strings.Builder")
+	}
+	bars.StartRun("x", 1)
+	bars.Update(controller.Progress{})
+	bars.EndRun()
+	bars.Stop()
 }
 
 // One record too long to read (an older batch's, whose before and after outputs

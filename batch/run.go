@@ -183,24 +183,26 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("batch records: %w", err)
 	}
 	defer rf.Close()
-	pr := newProgress(o.Log, o.Bars, b.Name, len(plan.Order), len(done))
-	defer pr.stop()
-	// While the bars are drawn, every log line goes above them.
-	o.Log = pr.Log(o.Log)
-	o.Controller.Log = pr.Log(o.Controller.Log)
-	if pr != nil {
-		o.Controller.Progress = pr.update
-	}
-	var sess *controller.Session
-	defer func() { sess.Close() }()
-	started := o.now()
-	ran := 0
 	todo := 0
 	for _, id := range plan.Order {
 		if !done[id] {
 			todo++
 		}
 	}
+	// The time left is of this session's runs: those a resume found complete took
+	// no time of it.
+	eta := NewETA(b.Length+2*b.Delay+b.Pause, todo, o.Now)
+	pr := newProgress(o.Log, o.Bars, b.Name, len(plan.Order), len(done), eta)
+	defer pr.stop()
+	// While the bars are drawn, every log line goes above them.
+	o.Log = pr.Log(o.Log)
+	o.Controller.Log = pr.Log(o.Controller.Log)
+	if pr.Bars != nil {
+		o.Controller.Progress = pr.Update
+	}
+	var sess *controller.Session
+	defer func() { sess.Close() }()
+	ran := 0
 	for i, id := range plan.Order {
 		if done[id] {
 			continue
@@ -220,15 +222,11 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 		r := byID[id]
-		eta := ""
-		if ran > 0 {
-			per := o.now().Sub(started) / time.Duration(ran)
-			eta = fmt.Sprintf(", about %v left", (per * time.Duration(todo-ran)).Round(time.Second))
-		}
-		o.logf("run %d of %d: %s (elapsed %v%s)", i+1, len(plan.Order), id, o.now().Sub(started).Round(time.Second), eta)
-		pr.startRun(fmt.Sprintf("run %d of %d: %s", i+1, len(plan.Order), id), (2*b.Delay + b.Length).Seconds())
+		o.logf("run %d of %d: %s (%s)", i+1, len(plan.Order), id, eta)
+		pr.StartRun(fmt.Sprintf("run %d of %d: %s", i+1, len(plan.Order), id), (2*b.Delay + b.Length).Seconds())
 		rec, runErr := o.runOne(ctx, &sess, r)
 		pr.endRun()
+		eta.RunEnded()
 		ran++
 		if err := appendRecord(rf, rec); err != nil {
 			return nil, err
@@ -263,6 +261,16 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// PlannedTime is how long n runs of b take at least: their length with the delay
+// before and after each, and the pauses between them. Connecting, the setups'
+// applying and restoring and the before and after commands come on top.
+func PlannedTime(b *Batch, n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return time.Duration(n)*(b.Length+2*b.Delay) + time.Duration(n-1)*b.Pause
 }
 
 // plan writes a new batch's plan, or reads the one of the batch it resumes and

@@ -143,6 +143,14 @@ func batchDryRun(c *cli.Command, b *batch.Batch) error {
 	for i, id := range order {
 		fmt.Fprintf(w, "%4d  %s\n", i+1, id)
 	}
+	// The time the runs are planned to take; what else each run does takes seconds
+	// a host, but nothing measures it in advance.
+	pauses := ""
+	if b.Pause > 0 && len(order) > 1 {
+		pauses = fmt.Sprintf(" and %d pauses of %v", len(order)-1, b.Pause)
+	}
+	fmt.Fprintf(w, "at least %s of tests: %d runs of %v%s; connecting, the setups and the before and after commands take more\n",
+		hms(batch.PlannedTime(b, len(order))), len(order), b.Length+2*b.Delay, pauses)
 	for _, cmd := range b.Before {
 		fmt.Fprintf(w, "before each run, on %s: %s\n", cmd.Host, cmd.Run)
 	}
@@ -168,6 +176,12 @@ func batchDryRun(c *cli.Command, b *batch.Batch) error {
 		}
 	}
 	return nil
+}
+
+// hms is d as H:MM:SS, to the second.
+func hms(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
 }
 
 func historyCommand() *cli.Command {

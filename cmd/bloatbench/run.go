@@ -235,6 +235,7 @@ func runAction(ctx context.Context, c *cli.Command) error {
 	}
 	var failures []error
 	var paths []string
+	prog := newRunProgress(c.Root().ErrWriter, len(cycle), c.Int("repeat"))
 	for rep := 1; rep <= c.Int("repeat"); rep++ {
 		for _, s := range cycle {
 			ro := o
@@ -248,7 +249,7 @@ func runAction(ctx context.Context, c *cli.Command) error {
 					ro.Title = fmt.Sprintf("%s (%s)", o.Title, s.Title)
 				}
 			}
-			path, err := runOne(ctx, c, sess, ro, ropts, cols)
+			path, err := runOne(ctx, c, sess, prog, ro, ropts, cols)
 			if path != "" {
 				paths = append(paths, path)
 			}
@@ -323,9 +324,12 @@ func selfBinary() (path, hash string, err error) {
 	return path, hash, err
 }
 
-// runOne runs one test and prints its summary, also when the run failed part way.
-func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
-	path, runErr := sess.Run(ctx, o)
+// runOne runs one test, its progress shown on prog, and prints its summary, also
+// when the run failed part way.
+func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, prog *runProgress, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
+	path, runErr := sess.Run(ctx, prog.start(o))
+	// The bar ends before the summary: stdout may be the terminal it is drawn on.
+	prog.end()
 	if path != "" {
 		run, err := datafile.Read(path)
 		if err != nil {
