@@ -291,11 +291,10 @@ const (
 	qSojourn = "sojourn"
 )
 
-// kindSojourn is the kind of a sojourn series the sojourn sampler records (each
-// sample one step's histogram of the times packets spent in a qdisc, its value the
-// step's median in ms): datafile.KindSojourn, named here by its value so that the
-// figures do not wait on it.
-const kindSojourn = "sojourn"
+// kindSojourn is the kind of a sojourn series the sojourn sampler records: each
+// step's histogram of the times packets spent in a qdisc, a sample a bucket (V its
+// time in ms, N its packets); a line shows each step's median.
+const kindSojourn = datafile.KindSojourn
 
 // sojournSeries names a sojourn series' line: its device, the qdisc (its parent,
 // where not the root) and the statistic, the step's median.
@@ -380,8 +379,12 @@ func (r *runData) qdiscLines(panel string) []line {
 			}
 			if name, ok := sojournSeries(se); ok {
 				a := get(name, false)
+				byStep := map[float64][]datafile.Sample{}
 				for _, s := range ss {
-					a.byT[s.T] = s.V // ms already
+					byStep[s.T] = append(byStep[s.T], s)
+				}
+				for t, buckets := range byStep {
+					a.byT[t] = report.HistQuantile(buckets, 0.5) // ms already
 				}
 			}
 			continue

@@ -145,6 +145,12 @@ func writeRun(t testing.TB, s spec) *datafile.Run {
 			default: // the sojourn
 				qv = 1000 * s.bloatMs * load(x)
 			}
+			if q.Kind == kindSojourn {
+				// A step's histogram: a bucket of a quarter of its packets at half
+				// the time, the rest at the time, whose median is the time.
+				must(w.Append(q.Name, []datafile.Sample{{T: tk + 0.002, V: qv / 2, N: 2}, {T: tk + 0.002, V: qv, N: 6}}))
+				continue
+			}
 			must(w.Append(q.Name, []datafile.Sample{{T: tk + 0.002, V: qv}}))
 		}
 	}

@@ -41,7 +41,7 @@ func TestInstances(t *testing.T) {
 	for _, in := range ins {
 		got = append(got, in.job.Name+"@"+in.ep.host.Name)
 	}
-	want := "listen@server ping@client streams@client qdisc@server qdisc@router cpu@all@client cpu@all@server cpu@all@router"
+	want := "listen@server ping@client streams@client qdisc@server qdisc@router sojourn@server sojourn@router cpu@all@client cpu@all@server cpu@all@router"
 	if strings.Join(got, " ") != want {
 		t.Errorf("instances %v, want %s", got, want)
 	}
@@ -107,7 +107,7 @@ func TestInstancesPairs(t *testing.T) {
 		got = append(got, in.name+"@"+in.ep.host.Name)
 		byName[in.name] = in
 	}
-	want := "listen/1@s1 listen/2@s1 listen/3@s3 ping/1@c1 ping/2@c2 ping/3@c3 streams/1@c1 streams/2@c2 streams/3@c3 qdisc@s1 cpu@server@s1 cpu@server@s3"
+	want := "listen/1@s1 listen/2@s1 listen/3@s3 ping/1@c1 ping/2@c2 ping/3@c3 streams/1@c1 streams/2@c2 streams/3@c3 qdisc@s1 sojourn@s1 cpu@server@s1 cpu@server@s3"
 	if strings.Join(got, " ") != want {
 		t.Errorf("instances %v\nwant %s", got, want)
 	}

@@ -36,7 +36,10 @@ const (
 	KindTCP   = "tcp"
 	KindPing  = "ping"
 	KindQdisc = "qdisc" // a bottleneck's qdisc statistic
-	KindBQL   = "bql"   // a tx queue's BQL inflight or limit
+	// KindSojourn is a qdisc's per-packet sojourn, measured in the kernel: a
+	// histogram, each sample one bucket of one step (V its time in ms, N its packets).
+	KindSojourn = "sojourn"
+	KindBQL     = "bql" // a tx queue's BQL inflight or limit
 )
 
 // Where a ping series' times come from (Series.Timestamps).
@@ -220,6 +223,10 @@ type Sample struct {
 	Bytes int64   `json:"bytes,omitempty"` // tcp: payload bytes received in the interval
 	Seq   int     `json:"seq,omitempty"`   // ping: ICMP sequence number
 	Lost  bool    `json:"lost,omitempty"`  // ping: no reply came; V is meaningless
+	// N is, for a histogram series (sojourn), the packets in the bucket whose time
+	// V is, over the Dur seconds before T. Last, where it fits in Lost's padding: a
+	// Sample stays 48 bytes.
+	N uint32 `json:"n,omitempty"`
 }
 
 // Event is something worth knowing that is not a sample: a warning, a host's error.

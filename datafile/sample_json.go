@@ -75,6 +75,15 @@ func parseSample(b []byte, x Sample) (_ Sample, ok bool) {
 			default:
 				x.Dur = f
 			}
+		case "n":
+			if !isNumber(val) {
+				return x, false
+			}
+			n, err := strconv.ParseUint(string(val), 10, 32)
+			if err != nil {
+				return x, false
+			}
+			x.N = uint32(n)
 		case "bytes", "seq":
 			if !isNumber(val) {
 				return x, false

@@ -304,7 +304,7 @@ func build(run *datafile.Run) (*file, error) {
 	onGrid := report.OnGrid(run)
 	for _, se := range run.Series {
 		switch se.Kind {
-		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			continue
 		}
 		var raw []map[string]any

@@ -285,7 +285,7 @@ func scalesOf(runs []Run) scales {
 			switch se.Kind {
 			case datafile.KindPing:
 				sc.ping = math.Max(sc.ping, top)
-			case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+			case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			default:
 				sc.byUnit[se.Units] = math.Max(sc.byUnit[se.Units], top)
 			}
@@ -362,7 +362,7 @@ func others(idPrefix, name string, d *datafile.Run, sc scales) []*charts.Line {
 	byUnits := map[string][]datafile.Series{}
 	for _, se := range d.Series {
 		switch se.Kind {
-		case datafile.KindTCP, datafile.KindPing, datafile.KindQdisc, datafile.KindBQL:
+		case datafile.KindTCP, datafile.KindPing, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			continue
 		}
 		if byUnits[se.Units] == nil {

@@ -21,7 +21,7 @@ func OnGrid(run *datafile.Run) map[string]GridSeries {
 	}
 	for _, se := range run.Series {
 		switch se.Kind {
-		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			continue
 		}
 		samples := run.Samples[se.Name]

@@ -139,8 +139,33 @@ func AllMetrics() []Metric {
 		Metric{"ECN marks", "pkts/s", 2, bottleneckSum(" ECN marks")},
 		// What BQL lets into the driver's ring, summed over the bottlenecks: the
 		// queue a setup's limit_max moves out of the qdisc (seeds 000 and 003).
-		Metric{"BQL inflight", "bytes", 0, rowsSum("BQL ", " inflight")})
+		Metric{"BQL inflight", "bytes", 0, rowsSum("BQL ", " inflight")},
+		// The kernel's per-packet sojourn in the busiest qdisc under test, and the
+		// share of the loaded ping's excess the qdiscs under test held.
+		Metric{"Qdisc sojourn median", "ms", 2, worstSojourn},
+		Metric{"Qdisc share of the delay", "", 2, qdiscShare})
 	return ms
+}
+
+// worstSojourn is the largest median sojourn of the run's devices; NaN without one.
+func worstSojourn(s Summary) float64 {
+	worst := math.NaN()
+	for _, r := range s.Rows {
+		if strings.HasPrefix(r.Name, "Qdisc ") && strings.HasSuffix(r.Name, SojournSuffix) && !math.IsNaN(r.Median) {
+			if math.IsNaN(worst) || r.Median > worst {
+				worst = r.Median
+			}
+		}
+	}
+	return worst
+}
+
+// qdiscShare is the run's delay attribution's share; NaN without one.
+func qdiscShare(s Summary) float64 {
+	if s.Delay == nil {
+		return math.NaN()
+	}
+	return s.Delay.QdiscShare
 }
 
 // MetricAliases are the names the ping metrics had before they were named for their

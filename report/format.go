@@ -113,6 +113,9 @@ func WriteText(w io.Writer, s Summary, cols Columns) error {
 		}
 		fmt.Fprintf(&b, " %-*s : %10s %12s%s %-*s%8d\n", width, names[i], num(r.Avg), num(r.Median), p99, unitsWidth, units[i], r.Points)
 	}
+	if s.Delay != nil {
+		fmt.Fprintf(&b, " %s\n", s.Delay.Text())
+	}
 	for _, warning := range s.Warnings {
 		fmt.Fprintf(&b, " Warning: %s\n", EscapeText(warning))
 	}
@@ -140,6 +143,10 @@ func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 			p99 = " " + num(r.P99) + " |"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |%s %s | %d |\n", EscapeMarkdown(r.Name), num(r.Avg), num(r.Median), p99, EscapeMarkdown(r.Units), r.Points)
+	}
+	if s.Delay != nil {
+		// After a blank line: a line right under a table is one of its rows.
+		fmt.Fprintf(&b, "\n%s\n", EscapeMarkdown(s.Delay.Text()))
 	}
 	if len(s.Warnings) > 0 {
 		b.WriteString("\n")
@@ -202,6 +209,8 @@ type jsonRun struct {
 	Cut        []float64 `json:"cut,omitempty"`
 	Rows       []jsonRow `json:"rows"`
 	Warnings   []string  `json:"warnings,omitempty"`
+	// DelayAttribution is where the loaded ping's delay went.
+	DelayAttribution *DelayAttribution `json:"delay_attribution,omitempty"`
 }
 
 // WriteJSON writes {"runs":[...]}; a value with no data points is null.
@@ -217,7 +226,7 @@ func WriteJSON(w io.Writer, sums []Summary) error {
 func jsonRuns(sums []Summary) []jsonRun {
 	runs := []jsonRun{}
 	for _, s := range sums {
-		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.rfc3339(), File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings}
+		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.rfc3339(), File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings, DelayAttribution: s.Delay}
 		if s.Cut != nil {
 			jr.Cut = s.Cut[:]
 		}

@@ -44,8 +44,12 @@ type Summary struct {
 	// Cut is the window the summary was limited to, seconds into the run; nil = all.
 	Cut  *[2]float64
 	Rows []Row
-	// Warnings name the series that miss more than MaxGridMiss of their grid.
+	// Warnings name the series that miss more than MaxGridMiss of their grid, and
+	// a run whose qdiscs under test were not where its delay was.
 	Warnings []string
+	// Delay says where the loaded ping's delay went; nil without ping or bottleneck
+	// statistics.
+	Delay *DelayAttribution
 }
 
 // Options change what a summary covers.
@@ -232,7 +236,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	// their own name over the run, as flent summarises a series from its raw values.
 	for _, se := range run.Series {
 		switch se.Kind {
-		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL:
+		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			continue
 		}
 		var xs []float64
@@ -265,7 +269,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 			s.Rows = append(s.Rows, r)
 		}
 	}
-	s.Rows = append(s.Rows, bottleneckRows(run, math.Max(loadStart, from), math.Min(loadEnd, to))...)
+	lf, lt := math.Max(loadStart, from), math.Min(loadEnd, to)
+	s.Rows = append(s.Rows, bottleneckRows(run, lf, lt)...)
+	devs, devOrder := deviceSeries(run)
+	s.Rows = append(s.Rows, delayRows(devs, devOrder, lf, lt)...)
 	if o.Cut == nil {
 		// Without a cut flent prints the mean its runner reported and counts its grid
 		// (a cut makes it count the values): a row of a series' own name does too.
@@ -280,6 +287,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	sortRows(s.Rows)
 	s.Warnings = GridWarnings(run, from, to)
+	s.Delay = attribute(s.Rows, devs, devOrder, lf, lt)
+	if w := s.Delay.Warning(); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 	return s
 }
 

@@ -124,6 +124,7 @@ func Kinds() map[string]Kind {
 		"qdisc":       qdiscKind,
 		"cpu":         cpuKind,
 		"softnet":     softnetKind,
+		"sojourn":     sojournKind,
 		"rr-server":   rrServerKind,
 		"udp-rr":      udpRRKind,
 		"tcp-rr":      tcpRRKind,

@@ -469,7 +469,7 @@ func (d *Definition) ParamNames() []string {
 }
 
 // defaultSamplers run in every test: the bottlenecks' qdisc and BQL statistics.
-var defaultSamplers = []JobDef{{Name: "qdisc", Kind: "qdisc", Host: RoleBottleneck}}
+var defaultSamplers = []JobDef{{Name: "qdisc", Kind: "qdisc", Host: RoleBottleneck}, {Name: "sojourn", Kind: "sojourn", Host: RoleBottleneck}}
 
 // Resolve applies --te values (KEY=VALUE already split) to the definition: every
 // ${NAME} takes its value, and each job's kind plans its parameters and series.

@@ -335,8 +335,14 @@ func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, prog 
 		if err != nil {
 			return "", err
 		}
-		if err := report.Write(c.Root().Writer, c.String("format"), []report.Summary{report.SummarizeWith(run, ro)}, cols); err != nil {
+		sum := report.SummarizeWith(run, ro)
+		if err := report.Write(c.Root().Writer, c.String("format"), []report.Summary{sum}, cols); err != nil {
 			return path, err
+		}
+		// The run's queue was not where it was tested: said on stderr too, where a
+		// run's warnings go, and not only in the table a script may not read.
+		if w := sum.Delay.Warning(); w != "" {
+			fmt.Fprintln(c.Root().ErrWriter, "warning:", w)
 		}
 		fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
 		if c.Bool("flent") {

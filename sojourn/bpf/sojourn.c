@@ -7,7 +7,9 @@
 // the skb (an mq's child is the root of its queue); the skb is stamped there, keyed
 // by its address. qdisc_dequeue fires in dequeue_skb with the first skb of what
 // it took (a bulk dequeue chains up to `packets` skbs through skb->next); each
-// stamped one becomes a sojourn in its qdisc's histogram and loses its stamp. An
+// stamped one becomes a sojourn in its qdisc's histogram, once for each packet it
+// goes out as (a GSO skb's segments, which tc's packet counter counts too), and
+// loses its stamp. An
 // skb the qdisc dropped is never dequeued: its stamp ages out of the LRU map and is
 // no sojourn. A dequeued skb without a stamp (requeued after a first dequeue, or
 // a segment cake's split-gso made inside the qdisc) is counted apart.
@@ -53,6 +55,12 @@ struct Qdisc {
 
 struct sk_buff {
 	struct sk_buff *next;
+	unsigned int end;
+	unsigned char *head;
+} __attribute__((preserve_access_index));
+
+struct skb_shared_info {
+	unsigned short gso_segs;
 } __attribute__((preserve_access_index));
 
 // Log-linear buckets: values below 2^SUB_BITS ns exact, then 2^SUB_BITS
@@ -151,6 +159,18 @@ static __always_inline int traced(struct Qdisc *q)
 	return bpf_map_lookup_elem(&devices, &k) != 0;
 }
 
+// segs_of is the packets an skb goes out as: a GSO skb's segments (the qdisc took
+// it whole, and the driver or validate_xmit_skb cuts it after the dequeue), else
+// one. skb_shinfo is at head + end (end an offset on 64-bit kernels).
+static __always_inline u64 segs_of(struct sk_buff *skb)
+{
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned int end = BPF_CORE_READ(skb, end);
+	struct skb_shared_info *shinfo = (struct skb_shared_info *)(head + end);
+	unsigned short segs = BPF_CORE_READ(shinfo, gso_segs);
+	return segs ? segs : 1;
+}
+
 static const struct hist zero_hist;
 
 static __always_inline struct hist *hist_of(struct Qdisc *q)
@@ -190,17 +210,18 @@ int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int pa
 	for (int i = 0; i < MAX_BULK && i < packets && skb; i++) {
 		u64 key = (u64)skb;
 		struct stamp *s = bpf_map_lookup_elem(&stamps, &key);
+		u64 segs = segs_of(skb);
 		if (s && s->qdisc == (u64)q && now >= s->ns) {
 			u64 d = now - s->ns;
 			u32 b = bucket_of(d);
 			if (b < BUCKETS)
-				h->count[b]++;
-			h->sum_ns += d;
+				h->count[b] += segs;
+			h->sum_ns += d * segs;
 			if (d > h->max_ns)
 				h->max_ns = d;
 			bpf_map_delete_elem(&stamps, &key);
 		} else {
-			h->unstamped++;
+			h->unstamped += segs;
 		}
 		skb = BPF_CORE_READ(skb, next);
 	}

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bloatbench/bloatbench/report"
+)
+
+// runDelay is a run's JSON summary: its rows' medians and where its delay went.
+func runDelay(t *testing.T, stdout string) (map[string]float64, report.DelayAttribution) {
+	t.Helper()
+	var s struct {
+		Runs []struct {
+			DelayAttribution *report.DelayAttribution `json:"delay_attribution"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil || len(s.Runs) != 1 || s.Runs[0].DelayAttribution == nil {
+		t.Fatalf("no delay_attribution in the JSON summary (%v):\n%s", err, stdout)
+	}
+	return parseSummary(t, stdout), *s.Runs[0].DelayAttribution
+}
+
+// Where the delay went, on the local lab shaped by htb 100mbit + bfifo 300000 at
+// both ends, tcp_4down: the queue builds in the server's bfifo. With both ends'
+// devices under test, the kernel's sojourn there agrees with its backlog over the
+// rate it drained at and with the loaded ping's excess over idle (within 20%), and
+// the qdiscs under test hold at least 80% of that excess. With only the client's
+// device under test (an inventory that misses where the queue is), the run warns,
+// naming it, and the share is below 30%.
+func TestDelayAttributionOnTheLab(t *testing.T) {
+	invPath, _ := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
+	r := bb(t, "run", "-H", invPath, "-l", "8", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	m, d := runDelay(t, r.stdout)
+	b, _ := json.Marshal(d)
+	t.Logf("both ends under test: %s", b)
+	soj := m["Qdisc server:test0 sojourn"]
+	byBacklog := m["Qdisc server:test0 backlog"] / (m["Qdisc server:test0 drain rate"] * 1e6 / 8) * 1e3
+	excess := m["Ping (ms) ICMP loaded"] - m["Ping (ms) ICMP idle"]
+	t.Logf("server's sojourn median %.2f ms, backlog over drain rate %.2f ms, ping's excess %.2f ms", soj, byBacklog, excess)
+	for _, c := range []struct {
+		what string
+		v    float64
+	}{{"the backlog over the drain rate", byBacklog}, {"the loaded ping's excess over idle", excess}} {
+		if math.Abs(soj-c.v) > 0.2*c.v {
+			t.Errorf("the server's median sojourn %.2f ms is not within 20%% of %s, %.2f ms", soj, c.what, c.v)
+		}
+	}
+	if d.Source != "sojourn" || d.QdiscShare < 0.8 || len(d.Devices) != 2 {
+		t.Errorf("attribution %s: want the sojourn of both devices holding 80%% or more", b)
+	}
+	if strings.Contains(r.stderr, "warning: the qdiscs under test") {
+		t.Errorf("warned of the qdiscs under test:\n%s", r.stderr)
+	}
+
+	// The same lab, the inventory naming only the client's device.
+	inv, err := os.ReadFile(invPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := "    - host: server\n      dev: test0\n"
+	if !strings.Contains(string(inv), server) {
+		t.Fatalf("the lab's inventory lists no server:test0 bottleneck:\n%s", inv)
+	}
+	clientOnly := strings.TrimSuffix(invPath, ".yaml") + "-client-only.yaml"
+	if err := os.WriteFile(clientOnly, []byte(strings.Replace(string(inv), server, "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = bb(t, "run", "-H", clientOnly, "-l", "8", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	_, d = runDelay(t, r.stdout)
+	b, _ = json.Marshal(d)
+	t.Logf("only the client under test: %s", b)
+	if d.QdiscShare >= 0.3 || len(d.Devices) != 1 || d.Devices[0].Dev != "client:test0" {
+		t.Errorf("attribution %s: want the client's device alone, holding less than 30%%", b)
+	}
+	if want := "warning: the qdiscs under test (client:test0) held"; !strings.Contains(r.stderr, want) {
+		t.Errorf("the run does not say %q:\n%s", want, r.stderr)
+	}
+}

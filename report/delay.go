@@ -1,0 +1,340 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// Where a run's delay went: the qdiscs under test measured from inside (the
+// kernel's per-packet sojourn, or their backlog over the rate they drained at), the
+// driver's ring behind them (BQL inflight over that rate), and what the loaded
+// ping's excess over idle has beyond both. The most common failure of AQM tests
+// is a queue that builds somewhere other than the qdisc under test; this says so.
+
+// SojournSuffix, DrainSuffix name a bottleneck device's own rows:
+// "Qdisc HOST:DEV sojourn" (ms) and "Qdisc HOST:DEV drain rate" (Mbit/s).
+const (
+	SojournSuffix = " sojourn"
+	DrainSuffix   = " drain rate"
+)
+
+// MinQdiscShare is the share of the loaded ping's excess delay below which a run's
+// qdiscs under test were not its bottleneck: the run is warned of it.
+const MinQdiscShare = 0.5
+
+// DelayAttribution splits the loaded ping's median excess over idle.
+type DelayAttribution struct {
+	ExcessMs float64 `json:"excess_ms"`
+	QdiscMs  float64 `json:"qdisc_ms"`
+	RingMs   float64 `json:"ring_ms"`
+	// OtherMs is the excess neither holds: a queue elsewhere (upstream, the
+	// other direction, the receiver), never below 0.
+	OtherMs float64 `json:"other_ms"`
+	// QdiscShare is QdiscMs over ExcessMs, at most 1.
+	QdiscShare float64 `json:"qdisc_share"`
+	// Source says how QdiscMs was had: "sojourn" (the kernel's, every device),
+	// "backlog" (backlog over drain rate, every device) or "mixed".
+	Source string `json:"source"`
+	// Devices are the devices under test, HOST:DEV, with each one's delay.
+	Devices []DeviceDelay `json:"devices"`
+}
+
+// DeviceDelay is one device's part.
+type DeviceDelay struct {
+	Dev     string  `json:"dev"`
+	QdiscMs float64 `json:"qdisc_ms"`
+	RingMs  float64 `json:"ring_ms"`
+	Source  string  `json:"source"`
+}
+
+// Warning is the run's warning when its qdiscs held less than MinQdiscShare of
+// the excess; "" otherwise.
+func (d *DelayAttribution) Warning() string {
+	if d == nil || d.QdiscShare >= MinQdiscShare || d.ExcessMs < minExcessMs {
+		return ""
+	}
+	devs := make([]string, len(d.Devices))
+	for i, dd := range d.Devices {
+		devs[i] = dd.Dev
+	}
+	return fmt.Sprintf("the qdiscs under test (%s) held %.0f%% of the loaded ping's %.2f ms over idle (%.2f ms; the driver's ring %.2f ms, elsewhere %.2f ms): the queue that delayed it is not the one under test",
+		strings.Join(devs, ", "), 100*d.QdiscShare, d.ExcessMs, d.QdiscMs, d.RingMs, d.OtherMs)
+}
+
+// minExcessMs is the least excess worth attributing: below it the split is noise.
+const minExcessMs = 1.0
+
+// devSeries are a bottleneck device's series for the attribution.
+type devSeries struct {
+	sojourn  [][]datafile.Sample
+	bytes    []datafile.Sample // the root qdisc's byte counter
+	backlog  []datafile.Sample
+	inflight [][]datafile.Sample
+}
+
+func deviceSeries(run *datafile.Run) (map[string]*devSeries, []string) {
+	devs := map[string]*devSeries{}
+	var order []string
+	get := func(host, dev string) *devSeries {
+		k := host + ":" + dev
+		d := devs[k]
+		if d == nil {
+			d = &devSeries{}
+			devs[k] = d
+			order = append(order, k)
+		}
+		return d
+	}
+	for _, se := range run.Series {
+		switch se.Kind {
+		case datafile.KindSojourn:
+			if se.Host != "" && se.Dev != "" {
+				d := get(se.Host, se.Dev)
+				d.sojourn = append(d.sojourn, run.Samples[se.Name])
+			}
+		case datafile.KindQdisc, datafile.KindBQL:
+			st, ok := BottleneckStat(se)
+			if !ok && se.Kind == datafile.KindQdisc {
+				// The byte counter is no bottleneck row of its own.
+				if hd, ok := qdiscStat(se, "root bytes"); ok {
+					get(hd[0], hd[1]).bytes = run.Samples[se.Name]
+				}
+				continue
+			}
+			if !ok {
+				continue
+			}
+			d := get(st.Host, st.Dev)
+			switch st.Row {
+			case "backlog":
+				d.backlog = run.Samples[se.Name]
+			case "BQL inflight":
+				d.inflight = append(d.inflight, run.Samples[se.Name])
+			}
+		}
+	}
+	sort.Strings(order)
+	return devs, order
+}
+
+// qdiscStat says whether a qdisc series is the statistic stat, and of which host
+// and device.
+func qdiscStat(se datafile.Series, stat string) ([2]string, bool) {
+	host, dev, s := se.Host, se.Dev, se.Stat
+	if dev == "" || s == "" {
+		_, rest, _ := strings.Cut(se.Name, " ")
+		hostDev, st, _ := strings.Cut(rest, " ")
+		host, dev, _ = strings.Cut(hostDev, ":")
+		s = st
+	}
+	return [2]string{host, dev}, s == stat
+}
+
+// histogram is the packets of sojourn series in (from, to]: their times (ms) and
+// counts, sorted by time.
+type histogram struct {
+	ms []float64
+	n  []float64
+}
+
+// HistQuantile is the time (ms) below which a fraction q of the packets of
+// histogram samples fall (each sample a bucket: V its time, N its packets); NaN
+// for none. The plots take each step's median with it.
+func HistQuantile(ss []datafile.Sample, q float64) float64 {
+	return sojournHist([][]datafile.Sample{ss}, math.Inf(-1), math.Inf(1)).quantile(q)
+}
+
+func sojournHist(series [][]datafile.Sample, from, to float64) histogram {
+	byMs := map[float64]float64{}
+	for _, ss := range series {
+		for _, s := range ss {
+			if s.T > from && s.T <= to && s.N > 0 && !math.IsNaN(s.V) {
+				byMs[s.V] += float64(s.N)
+			}
+		}
+	}
+	var h histogram
+	for ms := range byMs {
+		h.ms = append(h.ms, ms)
+	}
+	sort.Float64s(h.ms)
+	for _, ms := range h.ms {
+		h.n = append(h.n, byMs[ms])
+	}
+	return h
+}
+
+func (h histogram) total() float64 {
+	var t float64
+	for _, n := range h.n {
+		t += n
+	}
+	return t
+}
+
+// quantile is the time below which a fraction q of the packets fall (the bucket
+// of the ceil(q*total)-th packet); NaN for none.
+func (h histogram) quantile(q float64) float64 {
+	total := h.total()
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := math.Max(1, math.Ceil(q*total))
+	var seen float64
+	for i, n := range h.n {
+		seen += n
+		if seen >= rank {
+			return h.ms[i]
+		}
+	}
+	return h.ms[len(h.ms)-1]
+}
+
+func (h histogram) mean() float64 {
+	total := h.total()
+	if total == 0 {
+		return math.NaN()
+	}
+	var sum float64
+	for i, n := range h.n {
+		sum += h.ms[i] * n
+	}
+	return sum / total
+}
+
+// drainRates are a byte counter's rates (bytes/s) over each step in (from, to], by
+// the time of the step's end; a counter that went down was reset, its step skipped.
+func drainRates(ss []datafile.Sample, from, to float64) map[float64]float64 {
+	out := map[float64]float64{}
+	for i := 1; i < len(ss); i++ {
+		a, b := ss[i-1], ss[i]
+		if b.T <= from || b.T > to || b.T <= a.T || b.V < a.V {
+			continue
+		}
+		out[b.T] = (b.V - a.V) / (b.T - a.T)
+	}
+	return out
+}
+
+// queueDelays are a queue's bytes over the rate the device drained at, per step
+// (ms), for the steps where it drained: how long the bytes queued then take to go.
+func queueDelays(queue map[float64]float64, rates map[float64]float64) []float64 {
+	var out []float64
+	for t, q := range queue {
+		if r, ok := rates[t]; ok && r > 0 {
+			out = append(out, q/r*1e3)
+		}
+	}
+	return out
+}
+
+// gaugeAt sums gauge series by sample time, within (from, to].
+func gaugeAt(series [][]datafile.Sample, from, to float64) map[float64]float64 {
+	out := map[float64]float64{}
+	for _, ss := range series {
+		for _, s := range ss {
+			if s.T > from && s.T <= to {
+				out[s.T] += s.V
+			}
+		}
+	}
+	return out
+}
+
+// delayRows are each bottleneck device's sojourn row (the kernel's histograms over
+// the window: avg, median, p99; the points are packets) and drain rate row
+// (Mbit/s, from the root qdisc's byte counter).
+func delayRows(devs map[string]*devSeries, order []string, from, to float64) []Row {
+	var rows []Row
+	for _, name := range order {
+		d := devs[name]
+		if len(d.sojourn) > 0 {
+			h := sojournHist(d.sojourn, from, to)
+			rows = append(rows, Row{Name: "Qdisc " + name + SojournSuffix, Units: "ms",
+				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total())})
+		}
+		if len(d.bytes) > 1 {
+			var xs []float64
+			for _, r := range drainRates(d.bytes, from, to) {
+				xs = append(xs, r*8/1e6)
+			}
+			sort.Float64s(xs) // map order must not reach the row
+			rows = append(rows, rowOf("Qdisc "+name+DrainSuffix, "Mbit/s", xs))
+		}
+	}
+	return rows
+}
+
+// attribute splits the excess of the loaded ping's median over its idle median
+// among the devices' qdiscs and rings, over the loaded window (from, to]. Each
+// device's qdisc delay is the median sojourn of its packets where the kernel
+// measured it, else the median over steps of its backlog over its drain rate; its
+// ring's, the median of BQL inflight over the drain rate. A ping's round trip
+// crosses every device under test once at most, so the parts add up. nil when the
+// run has no ping rows or no device it can say anything of.
+func attribute(rows []Row, devs map[string]*devSeries, order []string, from, to float64) *DelayAttribution {
+	var loaded, idle float64 = math.NaN(), math.NaN()
+	for _, r := range rows {
+		switch r.Name {
+		case PingRow + LoadedSuffix:
+			loaded = r.Median
+		case PingRow + IdleSuffix:
+			idle = r.Median
+		}
+	}
+	if math.IsNaN(loaded) || math.IsNaN(idle) {
+		return nil
+	}
+	a := &DelayAttribution{ExcessMs: math.Max(0, loaded-idle)}
+	sources := map[string]bool{}
+	for _, name := range order {
+		d := devs[name]
+		rates := drainRates(d.bytes, from, to)
+		dd := DeviceDelay{Dev: name, QdiscMs: math.NaN(), RingMs: 0}
+		if h := sojournHist(d.sojourn, from, to); h.total() > 0 {
+			dd.QdiscMs, dd.Source = h.quantile(0.5), "sojourn"
+		} else if len(d.backlog) > 0 && len(rates) > 0 {
+			dd.QdiscMs, dd.Source = Median(queueDelays(gaugeAt([][]datafile.Sample{d.backlog}, from, to), rates)), "backlog"
+		}
+		if math.IsNaN(dd.QdiscMs) {
+			continue
+		}
+		if len(d.inflight) > 0 && len(rates) > 0 {
+			if v := Median(queueDelays(gaugeAt(d.inflight, from, to), rates)); !math.IsNaN(v) {
+				dd.RingMs = v
+			}
+		}
+		sources[dd.Source] = true
+		a.QdiscMs += dd.QdiscMs
+		a.RingMs += dd.RingMs
+		a.Devices = append(a.Devices, dd)
+	}
+	if len(a.Devices) == 0 {
+		return nil
+	}
+	switch {
+	case len(sources) > 1:
+		a.Source = "mixed"
+	case sources["sojourn"]:
+		a.Source = "sojourn"
+	default:
+		a.Source = "backlog"
+	}
+	a.OtherMs = math.Max(0, a.ExcessMs-a.QdiscMs-a.RingMs)
+	if a.ExcessMs > 0 {
+		a.QdiscShare = math.Min(1, a.QdiscMs/a.ExcessMs)
+	} else {
+		a.QdiscShare = 1
+	}
+	return a
+}
+
+// Text is the attribution as the block under a summary.
+func (d *DelayAttribution) Text() string {
+	return fmt.Sprintf("Delay under load, ICMP median over idle: %.2f ms: qdisc %.2f ms (%.0f%%, %s), driver ring %.2f ms, elsewhere %.2f ms",
+		d.ExcessMs, d.QdiscMs, 100*d.QdiscShare, d.Source, d.RingMs, d.OtherMs)
+}

@@ -1,0 +1,138 @@
+package report
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// delayRun is a 4 s load after 1 s of idle, sampled every 0.2 s: ping idle at 0.1
+// ms and loaded at 0.1 + loadedExcess ms; each device of devs drains at 12.5 MB/s
+// (100 Mbit/s) with its backlog, BQL inflight and sojourn (a histogram: a fifth of
+// its packets at half the time, the rest at the time) as given; a negative value
+// leaves the series out.
+type delayDev struct {
+	host, dev                string
+	backlog, inflight, sojMs float64
+}
+
+func delayRun(loadedExcess float64, devs ...delayDev) *datafile.Run {
+	m := datafile.Metadata{Test: "tcp_4down", T0: 100, Delay: 1, Length: 4, Step: 0.2, TotalLength: 6}
+	run := &datafile.Run{Metadata: m, Samples: map[string][]datafile.Sample{}}
+	add := func(se datafile.Series, ss []datafile.Sample) {
+		run.Series = append(run.Series, se)
+		run.Samples[se.Name] = ss
+	}
+	var ping []datafile.Sample
+	for k := 1; k < 30; k++ {
+		v := 0.1
+		if sent := float64(k) * 0.2; sent >= 1 && sent < 5 {
+			v += loadedExcess
+		}
+		ping = append(ping, datafile.Sample{T: 100 + float64(k)*0.2 + v/1e3, V: v, Seq: k})
+	}
+	add(datafile.Series{Name: PingRow, Kind: datafile.KindPing, Units: "ms", Host: "client"}, ping)
+	for _, d := range devs {
+		var bytes, backlog, inflight, soj []datafile.Sample
+		for k := 0; k <= 30; k++ {
+			t := 100 + float64(k)*0.2
+			loaded := t > 101 && t <= 105
+			bytes = append(bytes, datafile.Sample{T: t, V: 12.5e6 * 0.2 * float64(k)})
+			b, i := 0.0, 0.0
+			if loaded {
+				b, i = d.backlog, d.inflight
+				if d.sojMs >= 0 {
+					soj = append(soj, datafile.Sample{T: t, V: d.sojMs / 2, Dur: 0.2, N: 100}, datafile.Sample{T: t, V: d.sojMs, Dur: 0.2, N: 400})
+				}
+			}
+			backlog = append(backlog, datafile.Sample{T: t, V: b})
+			inflight = append(inflight, datafile.Sample{T: t, V: i})
+		}
+		hd := d.host + ":" + d.dev
+		add(datafile.Series{Name: "qdisc " + hd + " root bytes", Kind: datafile.KindQdisc, Units: "bytes", Host: d.host, Dev: d.dev, Stat: "root bytes", Counter: true}, bytes)
+		if d.backlog >= 0 {
+			add(datafile.Series{Name: "qdisc " + hd + " root backlog", Kind: datafile.KindQdisc, Units: "bytes", Host: d.host, Dev: d.dev, Stat: "root backlog"}, backlog)
+		}
+		if d.inflight >= 0 {
+			add(datafile.Series{Name: "bql " + hd + " tx-0 inflight", Kind: datafile.KindBQL, Units: "bytes", Host: d.host, Dev: d.dev, Queue: "tx-0", Stat: "inflight"}, inflight)
+		}
+		if d.sojMs >= 0 {
+			add(datafile.Series{Name: "sojourn " + hd + " 1:", Kind: datafile.KindSojourn, Units: "ms", Host: d.host, Dev: d.dev, Stat: "1:"}, soj)
+		}
+	}
+	return run
+}
+
+func TestDelayAttribution(t *testing.T) {
+	for _, c := range []struct {
+		name                      string
+		run                       *datafile.Run
+		qdisc, ring, other, share float64
+		source                    string
+		warn                      string // in the warning; "" for none
+	}{
+		{"the kernel's sojourn, the queue where it is tested", delayRun(10, delayDev{"server", "eth1", 125000, 0, 9}, delayDev{"client", "eth1", 0, 0, 0.01}),
+			9.01, 0, 0.99, 0.901, "sojourn", ""},
+		{"backlog over the drain rate, without the sojourn", delayRun(10, delayDev{"server", "eth1", 125000, -1, -1}),
+			10, 0, 0, 1, "backlog", ""},
+		{"the driver's ring holds half", delayRun(10, delayDev{"server", "eth1", 62500, 62500, 5}),
+			5, 5, 0, 0.5, "sojourn", ""},
+		{"the queue is not under test", delayRun(20, delayDev{"client", "eth1", 0, 0, 0.05}),
+			0.05, 0, 19.95, 0.0025, "sojourn", "the qdiscs under test (client:eth1) held 0% of the loaded ping's 20.00 ms over idle"},
+		{"one device measured, one estimated", delayRun(10, delayDev{"server", "eth1", 100000, -1, 8}, delayDev{"router", "eth0", 12500, -1, -1}),
+			9, 0, 1, 0.9, "mixed", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := SummarizeWith(c.run, Options{})
+			d := s.Delay
+			if d == nil {
+				t.Fatalf("no attribution; rows %+v", s.Rows)
+			}
+			near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-6+1e-3*math.Abs(want) }
+			if !near(d.ExcessMs, 10) && !near(d.ExcessMs, 20) || !near(d.QdiscMs, c.qdisc) || !near(d.RingMs, c.ring) || !near(d.OtherMs, c.other) || !near(d.QdiscShare, c.share) || d.Source != c.source {
+				t.Errorf("%s\n%+v", d.Text(), *d)
+			}
+			w := d.Warning()
+			if c.warn == "" && w != "" || c.warn != "" && !strings.Contains(w, c.warn) {
+				t.Errorf("warning %q, want %q", w, c.warn)
+			}
+			if c.warn != "" && !strings.Contains(strings.Join(s.Warnings, "\n"), w) {
+				t.Errorf("the summary's warnings %q lack it", s.Warnings)
+			}
+		})
+	}
+	// No ping, no attribution; no bottleneck statistics, none either.
+	noPing := delayRun(10, delayDev{"server", "eth1", 125000, 0, 9})
+	noPing.Series = noPing.Series[1:]
+	if d := SummarizeWith(noPing, Options{}).Delay; d != nil {
+		t.Errorf("attribution without ping: %+v", d)
+	}
+	if d := SummarizeWith(delayRun(10), Options{}).Delay; d != nil {
+		t.Errorf("attribution without bottleneck: %+v", d)
+	}
+}
+
+// The sojourn and drain rate rows: the histogram's statistics over the load, its
+// packets the points; the byte counter's rate in Mbit/s, a point a step.
+func TestSojournAndDrainRows(t *testing.T) {
+	s := SummarizeWith(delayRun(10, delayDev{"server", "eth1", 125000, 0, 9}), Options{})
+	rows := map[string]Row{}
+	for _, r := range s.Rows {
+		rows[r.Name] = r
+	}
+	soj := rows["Qdisc server:eth1 sojourn"]
+	// 20 steps of 100 packets at 4.5 ms and 400 at 9: the mean 8.1, the median and
+	// p99 9.
+	if soj.Points != 10000 || math.Abs(soj.Avg-8.1) > 1e-9 || soj.Median != 9 || soj.P99 != 9 || soj.Units != "ms" {
+		t.Errorf("sojourn row %+v", soj)
+	}
+	dr := rows["Qdisc server:eth1 drain rate"]
+	if dr.Points != 20 || math.Abs(dr.Median-100) > 1e-9 || dr.Units != "Mbit/s" {
+		t.Errorf("drain rate row %+v", dr)
+	}
+	if h := HistQuantile(nil, 0.5); !math.IsNaN(h) {
+		t.Errorf("the median of no packets is %v", h)
+	}
+}

@@ -1,0 +1,118 @@
+package runners
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/sojourn"
+)
+
+// The sojourn kind measures, from inside the kernel, how long each packet waited in
+// the host's bottleneck qdiscs (package sojourn's BPF programs), and ships each
+// step's histogram of it, per qdisc, as samples: one per non-empty bucket, V the
+// bucket's time in ms and N its packets over the step. Where the kernel has no BTF
+// or tracepoints, or the agent is not root, it says so in the run's events and
+// records nothing; reports then estimate the qdisc's delay from its backlog.
+
+// SojournSeries names a qdisc's sojourn histogram: handle as tc prints it ("1:").
+func SojournSeries(host, dev, handle string) string {
+	return fmt.Sprintf("sojourn %s:%s %s", host, dev, handle)
+}
+
+var sojournKind = Kind{
+	Background: true,
+	Sampler:    true,
+	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		if len(params) > 0 {
+			return nil, nil, fmt.Errorf("sojourn takes no parameters")
+		}
+		return nil, nil, nil
+	},
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
+			return nil, Started{}, err
+		}
+		var devs []string
+		for _, d := range spec.Devs {
+			devs = append(devs, d.Name)
+		}
+		if len(devs) == 0 {
+			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
+		}
+		tr, err := sojourn.Open(devs)
+		if err != nil {
+			// Not the run's failure: the run goes on, its qdisc delay estimated.
+			env.Warn(fmt.Sprintf("no per-packet sojourn on %v: %v; the qdisc's delay is estimated from its backlog", devs, err))
+			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
+		}
+		s := &sojournSampler{tr: tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}}
+		return JobFunc(func(ctx context.Context) error {
+			defer tr.Close()
+			err := everyStep(ctx, spec.Start, spec.Step, s.step)
+			s.warnUnstamped()
+			return err
+		}), Started{Message: fmt.Sprintf("tracing the sojourn of every packet in the qdiscs of %v (BPF on qdisc_enqueue and qdisc_dequeue)", devs)}, nil
+	},
+}
+
+type sojournSampler struct {
+	tr    *sojourn.Tracer
+	host  string
+	env   Env
+	emit  func(datafile.Series, datafile.Sample)
+	prev  map[sojourn.Key]sojourn.Hist
+	prevT float64
+}
+
+// step reads the histograms and emits what each qdisc's gained since the last
+// read; the first read is the baseline.
+func (s *sojournSampler) step() error {
+	if s.emit == nil {
+		s.emit = declaring(s.env)
+	}
+	hs, err := s.tr.Read()
+	if err != nil {
+		return err
+	}
+	t := unix(time.Now())
+	first := s.prevT == 0
+	dur := t - s.prevT
+	s.prevT = t
+	for k, h := range hs {
+		prev, seen := s.prev[k]
+		s.prev[k] = h
+		if first {
+			continue
+		}
+		dev := s.tr.Devs[k.Ifindex]
+		handle := fmt.Sprintf("%x:", k.Handle>>16)
+		se := datafile.Series{Name: SojournSeries(s.host, dev, handle), Kind: datafile.KindSojourn, Units: "ms",
+			Host: s.host, Dev: dev, Stat: handle}
+		for b, n := range h.Counts {
+			if seen {
+				n -= prev.Counts[b]
+			}
+			if n == 0 {
+				continue
+			}
+			s.emit(se, datafile.Sample{T: t, V: sojourn.Mid(b) / 1e6, Dur: dur, N: uint32(min(n, 1<<32-1))})
+		}
+	}
+	return nil
+}
+
+// warnUnstamped says when a qdisc gave up packets it was not seen to take: their
+// waits are missing from its histogram.
+func (s *sojournSampler) warnUnstamped() {
+	for k, h := range s.prev {
+		missed := h.Unstamped + h.BeyondBulk
+		total := h.Counts.Total() + missed
+		if total > 0 && missed*100 > total {
+			s.env.Warn(fmt.Sprintf("sojourn: %d of the %d packets dequeued from %s's qdisc %x: had no enqueue stamp (requeued, made inside the qdisc as cake's split-gso segments are, or past a bulk dequeue's 64): the histogram holds the others",
+				missed, total, s.tr.Devs[k.Ifindex], k.Handle>>16))
+		}
+	}
+}
