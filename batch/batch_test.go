@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/controller"
+	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/report"
 )
 
@@ -261,5 +262,67 @@ func TestRecordsReadPastALongLine(t *testing.T) {
 	}
 	if e := recs[2].Error; len(e) > maxOutput+64 || !strings.Contains(e, "bytes left out") {
 		t.Errorf("error of %d bytes: want it cut to %d with a marker", len(e), maxOutput)
+	}
+}
+
+// require: {bottleneck: true} passes a run whose qdiscs under test held its delay,
+// and fails one whose ping waited elsewhere, or that cannot say where it waited.
+func TestRequireBottleneck(t *testing.T) {
+	write := func(t *testing.T, qdiscBacklog float64, ping bool) string {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "run.bb.json.gz")
+		w, err := datafile.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(w.Header(datafile.Metadata{Test: "tcp_4down", T0: 100, Delay: 1, Length: 4, Step: 0.2, TotalLength: 6}))
+		bytes := datafile.Series{Name: "qdisc server:eth1 root bytes", Kind: datafile.KindQdisc, Units: "bytes", Host: "server", Dev: "eth1", Stat: "root bytes", Counter: true}
+		backlog := datafile.Series{Name: "qdisc server:eth1 root backlog", Kind: datafile.KindQdisc, Units: "bytes", Host: "server", Dev: "eth1", Stat: "root backlog"}
+		must(w.AddSeries(bytes))
+		must(w.AddSeries(backlog))
+		if ping {
+			must(w.AddSeries(datafile.Series{Name: "Ping (ms) ICMP", Kind: datafile.KindPing, Units: "ms", Host: "client"}))
+		}
+		for k := 0; k <= 30; k++ {
+			tk := 100 + float64(k)*0.2
+			loaded := tk > 101 && tk <= 105
+			b, v := 0.0, 0.1
+			if loaded {
+				b, v = qdiscBacklog, 10.1 // 10 ms over idle
+			}
+			must(w.Append(bytes.Name, []datafile.Sample{{T: tk, V: 12.5e6 * 0.2 * float64(k)}}))
+			must(w.Append(backlog.Name, []datafile.Sample{{T: tk, V: b}}))
+			if ping && k > 0 && k < 30 {
+				must(w.Append("Ping (ms) ICMP", []datafile.Sample{{T: tk + v/1e3, V: v, Seq: k}}))
+			}
+		}
+		must(w.Close(nil))
+		return path
+	}
+	// 125,000 bytes at 12.5 MB/s are the 10 ms the ping waited.
+	if err := requireBottleneck(write(t, 125000, true)); err != nil {
+		t.Errorf("the queue under test held the delay, and: %v", err)
+	}
+	err := requireBottleneck(write(t, 0, true))
+	if err == nil || !strings.Contains(err.Error(), "require bottleneck: the qdiscs under test (server:eth1) held 0%") {
+		t.Errorf("the queue was elsewhere, and: %v", err)
+	}
+	if err := requireBottleneck(write(t, 125000, false)); err == nil || !strings.Contains(err.Error(), "no loaded and idle ping") {
+		t.Errorf("no ping, and: %v", err)
+	}
+}
+
+func TestParseRequire(t *testing.T) {
+	b, err := parse(t, "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nrequire: {bottleneck: true}\n")
+	if err != nil || !b.Require.Bottleneck {
+		t.Fatalf("%v %+v", err, b)
+	}
+	if _, err := parse(t, "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nrequire: {botleneck: true}\n"); err == nil || !strings.Contains(err.Error(), "bottleneck") {
+		t.Errorf("a misspelt require key: %v", err)
 	}
 }

@@ -44,6 +44,15 @@ type File struct {
 	Before      []Command `yaml:"before"`
 	After       []Command `yaml:"after"`
 	Thresholds  []Limit   `yaml:"thresholds"`
+	Require     Require   `yaml:"require"`
+}
+
+// Require are conditions every run must meet, or it fails.
+type Require struct {
+	// Bottleneck fails a run whose qdiscs under test held less than half of its
+	// loaded ping's excess delay (report.MinQdiscShare): the queue that delayed it
+	// was elsewhere, and its numbers say nothing of the setup it ran.
+	Bottleneck bool `yaml:"bottleneck"`
 }
 
 // TestRef is a test with its parameters; a parameter given a list loops over it.
@@ -88,6 +97,7 @@ type Batch struct {
 	Before    []Command
 	After     []Command
 	Limits    []ParsedLimit
+	Require   Require
 	Runs      []Run // in the file's order; Order gives the running order
 }
 
@@ -222,6 +232,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 			return nil, fail(key+".run", "missing: the command to run on %s", c.Host)
 		}
 	}
+	b.Require = f.Require
 	for i, l := range f.Thresholds {
 		key := fmt.Sprintf("thresholds[%d]", i)
 		if !knownMetric(l.Metric) {

@@ -386,7 +386,29 @@ func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) 
 	if err = errors.Join(err, aerr); err != nil {
 		return end("failed", err)
 	}
+	if b.Require.Bottleneck {
+		if err := requireBottleneck(path); err != nil {
+			return end("failed", err)
+		}
+	}
 	return end("ok", nil)
+}
+
+// requireBottleneck fails a run whose qdiscs under test were not where its delay
+// was (require: {bottleneck: true}), or that cannot say where it was.
+func requireBottleneck(path string) error {
+	run, err := datafile.Read(path)
+	if err != nil {
+		return fmt.Errorf("require bottleneck: %w", err)
+	}
+	d := report.SummarizeWith(run, report.Options{}).Delay
+	if d == nil {
+		return errors.New("require bottleneck: the run has no loaded and idle ping or no bottleneck statistics to say where its delay went")
+	}
+	if w := d.Warning(); w != "" {
+		return fmt.Errorf("require bottleneck: %s", w)
+	}
+	return nil
 }
 
 // maxOutput bounds a before or after command's output kept in its record (and
