@@ -18,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -576,6 +577,25 @@ func (p *Plan) AddSampler(arg string) error {
 	p.Jobs = append(p.Jobs, Job{Name: kindName + "@" + role, Kind: kindName, Host: role, Params: raw, Series: series, Background: true})
 	return nil
 }
+
+// RemoveSampler takes a sampler kind the plan runs by default off it (--no-sampler
+// sojourn: to measure what the sampler costs, or on hosts where it must not load).
+func (p *Plan) RemoveSampler(kindName string) error {
+	n := len(p.Jobs)
+	p.Jobs = slices.DeleteFunc(p.Jobs, func(j Job) bool { return j.Kind == kindName && j.Background && isSampler(kindName) })
+	if len(p.Jobs) == n {
+		var running []string
+		for _, j := range p.Jobs {
+			if j.Background && isSampler(j.Kind) {
+				running = append(running, j.Kind)
+			}
+		}
+		return fmt.Errorf("--no-sampler %q: the run has no such sampler; it runs %s", kindName, strings.Join(running, ", "))
+	}
+	return nil
+}
+
+func isSampler(kind string) bool { return runners.Kinds()[kind].Sampler }
 
 // Series lists every series the plan declares up front, in job order.
 func (p *Plan) Series() []datafile.Series {

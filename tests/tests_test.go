@@ -276,3 +276,33 @@ func TestAddSampler(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoveSampler(t *testing.T) {
+	def, err := Get("tcp_4down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := def.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(p.Jobs)
+	if err := p.RemoveSampler("sojourn"); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range p.Jobs {
+		if j.Kind == "sojourn" {
+			t.Errorf("sojourn still planned: %+v", j)
+		}
+	}
+	if len(p.Jobs) != n-1 {
+		t.Errorf("%d jobs left of %d", len(p.Jobs), n)
+	}
+	if err := p.RemoveSampler("sojourn"); err == nil || !strings.Contains(err.Error(), "it runs qdisc") {
+		t.Errorf("removing it again: %v", err)
+	}
+	// A test's own jobs are not samplers to remove.
+	if err := p.RemoveSampler("ping"); err == nil {
+		t.Errorf("removed ping")
+	}
+}

@@ -47,6 +47,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-H", "10.0.0.2", "--bottleneck", "router:eth1", "tcp_4down"}, `--bottleneck "router:eth1": write HOST:DEV`},
 		{[]string{"run", "-H", "10.0.0.2", "--test-ip", "ten", "tcp_4down"}, `--test-ip "ten" is not an IP address`},
 		{[]string{"run", "-H", "local", "--te", "nokey", "tcp_4down"}, `--te "nokey": write KEY=VALUE`},
+		{[]string{"run", "-H", "local", "--no-sampler", "cpu", "tcp_4down"}, `--no-sampler "cpu": the run has no such sampler; it runs qdisc, sojourn`},
 		{[]string{"summary", "--cut", "5", "x.bb.json.gz"}, `--cut "5"`},
 		{[]string{"summary", "--flows", "some", "x.bb.json.gz"}, `--flows "some"`},
 		{[]string{"summary", "--format", "yaml", "x.bb.json.gz"}, `unknown format "yaml"`},

@@ -46,6 +46,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "title", Aliases: []string{"t", "title-extra"}, Usage: "the run's title (`TEXT`), shown in its summary"},
 			&cli.StringSliceFlag{Name: "te", Aliases: []string{"test-parameter"}, Usage: "set a test parameter, `KEY=VALUE` (repeatable); bloatbench tests lists them"},
 			&cli.StringSliceFlag{Name: "sampler", Usage: "also sample `KIND[@ROLE]` each step on the hosts of ROLE, client, server or bottleneck (repeatable), e.g. cpu@server; without @ROLE, on every host"},
+			&cli.StringSliceFlag{Name: "no-sampler", Usage: "leave out the default sampler `KIND` (repeatable): sojourn (the qdiscs' per-packet sojourn, BPF) or qdisc (tc's statistics)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o", "data-dir"}, Value: "results", Usage: "the folder (`DIR`) for data files"},
 			&cli.StringSliceFlag{Name: "setup", Usage: "apply qdisc setup `NAME` to every bottleneck for a run, and undo it after (repeatable: one run per setup, in order); bloatbench setups lists them"},
 			&cli.IntFlag{Name: "repeat", Value: 1, Usage: "run the whole cycle of setups `N` times"},
@@ -117,6 +118,11 @@ func runAction(ctx context.Context, c *cli.Command) error {
 	for _, smp := range stringSlice(c, "sampler") {
 		if err := plan.AddSampler(smp); err != nil {
 			return err
+		}
+	}
+	for _, smp := range stringSlice(c, "no-sampler") {
+		if err := plan.RemoveSampler(smp); err != nil {
+			return asUsage(c, err)
 		}
 	}
 	o := controller.Options{Plan: plan, Title: c.String("title"), OutputDir: c.String("output"), Note: c.String("note"),
