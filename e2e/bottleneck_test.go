@@ -36,9 +36,17 @@ func (p passed) bitRate() float64 { return p.bytes * 8 / p.secs }
 // lab's namespaces share one kernel, so each host's series are the same counters).
 func bottleneckPassed(t *testing.T, run *datafile.Run, from, to float64) passed {
 	t.Helper()
+	return bottleneckPassedOn(t, run, "", from, to)
+}
+
+// bottleneckPassedOn is bottleneckPassed of the root qdisc whose bytes series is
+// only ("" for the busiest): an IFB's shaper drops what the sender's egress passed,
+// so the busiest counter there is not the bottleneck's.
+func bottleneckPassedOn(t *testing.T, run *datafile.Run, only string, from, to float64) passed {
+	t.Helper()
 	var best passed
 	for _, se := range run.Series {
-		if se.Kind != datafile.KindQdisc || !strings.HasSuffix(se.Name, " root bytes") {
+		if se.Kind != datafile.KindQdisc || !strings.HasSuffix(se.Name, " root bytes") || only != "" && se.Name != only {
 			continue
 		}
 		ss := run.Samples[se.Name]
@@ -125,9 +133,16 @@ func flowsRate(run *datafile.Run, match func(datafile.Series) bool, from, to flo
 // had eight flows pass 94% while the flows' sum matched htb's counter to 0.1%.
 func checkTCPDownload(t *testing.T, run *datafile.Run, summaryMedian, nominal float64) {
 	t.Helper()
+	checkTCPDownloadOn(t, run, "", summaryMedian, nominal)
+}
+
+// checkTCPDownloadOn is checkTCPDownload against the root qdisc of the bytes series
+// only ("" for the busiest).
+func checkTCPDownloadOn(t *testing.T, run *datafile.Run, only string, summaryMedian, nominal float64) {
+	t.Helper()
 	m := run.Metadata
 	from, to := m.T0+m.Delay+0.3, m.T0+m.Delay+m.Length-0.3
-	p := bottleneckPassed(t, run, from, to)
+	p := bottleneckPassedOn(t, run, only, from, to)
 	payload := 1448.0 / 1514
 	if m.Family == "ipv6" {
 		payload = 1428.0 / 1514
@@ -142,12 +157,33 @@ func checkTCPDownload(t *testing.T, run *datafile.Run, summaryMedian, nominal fl
 	if math.Abs(got-want)/want > 0.02 {
 		t.Errorf("the flows' sum %.2f Mbit/s is not within 2%% of the %.2f Mbit/s of payload %s passed", got/1e6, want/1e6, p.series)
 	}
-	if math.Abs(summaryMedian*1e6-stepMedian)/stepMedian > 0.02 {
-		t.Errorf("the summary's median %.2f Mbit/s is not within 2%% of the median step of %s, %.2f Mbit/s of payload", summaryMedian, p.series, stepMedian/1e6)
+	// The two medians are of different samples, the flows' on the report's grid and
+	// the qdisc's between its own reads, so they differ by what the steps vary: on a
+	// loaded machine (CI: 84.24 against 82.55 Mbit/s) by more than 2%. Within 2%, or
+	// three standard errors of the steps' median (1.25 sigma / sqrt(n)).
+	tol := math.Max(0.02*stepMedian, 3*1.2533*stddev(p.stepBits)*payload/math.Sqrt(float64(len(p.stepBits))))
+	if math.Abs(summaryMedian*1e6-stepMedian) > tol {
+		t.Errorf("the summary's median %.2f Mbit/s is not within %.2f Mbit/s (2%%, or three standard errors) of the median step of %s, %.2f Mbit/s of payload", summaryMedian, tol/1e6, p.series, stepMedian/1e6)
 	}
 	if r := p.bitRate(); r < 0.8*nominal || r > 1.05*nominal {
 		t.Errorf("%s passed %.2f Mbit/s, not from 80%% to 105%% of the shaped %.0f: the lab does not shape as asked", p.series, r/1e6, nominal/1e6)
 	}
+}
+
+// stddev is a slice's sample standard deviation (0 for fewer than two).
+func stddev(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(len(xs))
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(sq / float64(len(xs)-1))
 }
 
 // median is a slice's median (NaN for none), the slice left as it was.
