@@ -174,7 +174,14 @@ func RestoreSysctlsJournaled(ctx context.Context, r Runner, host string, before,
 // identityScript prints who a host is: its machine-id, and its network namespace
 // (two lab hosts in namespaces of one machine share the machine-id, and are told
 // apart by it). Either may be missing on an odd system; the rest still says much.
-const identityScript = `cat /etc/machine-id 2>/dev/null || cat /var/lib/dbus/machine-id 2>/dev/null
+// A machine without a machine-id (an empty /etc/machine-id, as images made for a
+// first boot have) is named by its boot_id instead: the initial network namespace
+// of every kernel has the same inode, so two such VMs would be one host, and a run
+// on both would find its own lock on the other's device.
+const identityScript = `id=$(cat /etc/machine-id 2>/dev/null)
+[ -n "$id" ] || id=$(cat /var/lib/dbus/machine-id 2>/dev/null)
+[ -n "$id" ] || { b=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null) && [ -n "$b" ] && id="boot-$b"; }
+echo "$id"
 readlink /proc/self/ns/net 2>/dev/null
 true`
 
