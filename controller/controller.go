@@ -1069,6 +1069,10 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		}
 		m, err := jobs.start(ctx, in.ep, agent.Request{Op: agent.OpStart, Job: in.name, Start: &spec}, !in.job.Background)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Ctrl-C while the jobs start is the run interrupted, as later.
+				return fmt.Errorf("run interrupted while starting job %s on %s: %w", in.name, in.ep.host.Name, context.Cause(ctx))
+			}
 			return fmt.Errorf("start job %s (%s) on %s: %w", in.name, in.job.Kind, in.ep.host.Name, err)
 		}
 		ports[in.name] = m.Port

@@ -42,16 +42,19 @@ var sojournKind = Kind{
 		if len(devs) == 0 {
 			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
 		}
-		tr, err := sojourn.Open(devs)
-		if err != nil {
-			// Not the run's failure: the run goes on, its qdisc delay estimated.
-			env.Warn(fmt.Sprintf("no per-packet sojourn on %v: %v; the qdisc's delay is estimated from its backlog", devs, err))
-			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
-		}
-		s := &sojournSampler{tr: tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}}
+		// Loading is left to the job's run: the kernel's BTF is parsed and the
+		// programs verified there, which takes seconds in an emulated guest, and a
+		// job's start holds up every job after it.
 		return JobFunc(func(ctx context.Context) error {
+			tr, err := sojourn.Open(devs)
+			if err != nil {
+				// Not the run's failure: the run goes on, its qdisc delay estimated.
+				env.Warn(fmt.Sprintf("no per-packet sojourn on %v: %v; the qdisc's delay is estimated from its backlog", devs, err))
+				return nil
+			}
 			defer tr.Close()
-			err := everyStep(ctx, spec.Start, spec.Step, s.step)
+			s := &sojournSampler{tr: tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}}
+			err = everyStep(ctx, spec.Start, spec.Step, s.step)
 			s.warnUnstamped()
 			return err
 		}), Started{Message: fmt.Sprintf("tracing the sojourn of every packet in the qdiscs of %v (BPF on qdisc_enqueue and qdisc_dequeue)", devs)}, nil
