@@ -30,8 +30,11 @@ import (
 //   - and it also catches the churn (copies, per-point garbage) that costs time.
 //
 // The runtime counts a span's free slots as allocated when a P takes the span, so
-// the figure is off by at most the spans cached per P: some hundreds of KB, which
-// a budget's Constant covers.
+// the figure is off by the spans the call's Ps take: usually some hundreds of KB,
+// but when a garbage collection flushes the caches during the call, up to one span
+// of each span class (2 x 68 size classes, 2.6 MiB in all with Go 1.26's classes) a
+// P. A budget's Constant must cover that: 4 MiB or more (1 MiB failed in CI on a
+// 4 KB file that allocates nothing on its own).
 const allocsMetric = "/gc/heap/allocs:bytes"
 
 // Usage is what one call cost.
