@@ -108,14 +108,19 @@ func (s *sojournSampler) step() error {
 }
 
 // warnUnstamped says when a qdisc gave up packets it was not seen to take: their
-// waits are missing from its histogram.
+// waits are missing from its histogram. Where the kernel would not let the tracer
+// follow segments cut inside a qdisc, that is the likely cause, and said.
 func (s *sojournSampler) warnUnstamped() {
+	why := "requeued, or past a bulk dequeue's 64"
+	if s.tr.Segments != nil {
+		why = fmt.Sprintf("requeued, past a bulk dequeue's 64, or segments cut inside the qdisc, as dualpi2's and cake's split-gso are, which this kernel does not let the tracer follow: %v", s.tr.Segments)
+	}
 	for k, h := range s.prev {
 		missed := h.Unstamped + h.BeyondBulk
 		total := h.Counts.Total() + missed
 		if total > 0 && missed*100 > total {
-			s.env.Warn(fmt.Sprintf("sojourn: %d of the %d packets dequeued from %s's qdisc %x: had no enqueue stamp (requeued, made inside the qdisc as cake's split-gso segments are, or past a bulk dequeue's 64): the histogram holds the others",
-				missed, total, s.tr.Devs[k.Ifindex], k.Handle>>16))
+			s.env.Warn(fmt.Sprintf("sojourn: %d of the %d packets dequeued from %s's qdisc %x: had no enqueue stamp (%s): the histogram holds the others",
+				missed, total, s.tr.Devs[k.Ifindex], k.Handle>>16, why))
 		}
 	}
 }

@@ -3,10 +3,12 @@ package sojourn
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,49 +22,11 @@ import (
 // packet out waited k frames' time, up to the whole bfifo's, 60,000 bytes at 10
 // Mbit/s (47 ms), so that the mean is half the maximum.
 func TestTracerOnARealQdisc(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skipf("%s needs root: loads BPF programs and makes network namespaces", t.Name())
-	}
-	a, b := fmt.Sprintf("bbsj-%d-a", os.Getpid()), fmt.Sprintf("bbsj-%d-b", os.Getpid())
-	sh := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %v %s", args, err, out)
-		}
-		return string(out)
-	}
-	for _, ns := range []string{a, b} {
-		sh("ip", "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-		// No IPv6: its neighbour discovery would pass the qdisc at times of its own.
-		sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-	}
-	sh("ip", "-n", a, "link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", b)
-	sh("ip", "-n", a, "addr", "add", "10.9.0.1/24", "dev", "v0")
-	sh("ip", "-n", b, "addr", "add", "10.9.0.2/24", "dev", "v1")
-	sh("ip", "-n", a, "link", "set", "v0", "up")
-	sh("ip", "-n", b, "link", "set", "v1", "up")
+	a, sh := vethPair(t)
 	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "htb", "default", "1")
 	sh("tc", "-n", a, "class", "add", "dev", "v0", "parent", "1:", "classid", "1:1", "htb", "rate", "10mbit")
 	sh("tc", "-n", a, "qdisc", "add", "dev", "v0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "60000")
-
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(home)
-	there, err := unix.Open("/run/netns/"+a, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(there)
-	if err := unix.Setns(there, unix.CLONE_NEWNET); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Setns(home, unix.CLONE_NEWNET)
+	enter(t, a)
 
 	tr, err := Open([]string{"v0"})
 	if err != nil {
@@ -121,6 +85,151 @@ func TestTracerOnARealQdisc(t *testing.T) {
 		}
 		if mid, exact := h.Counts.Mean(), float64(h.SumNs)/float64(n); mid < exact*0.98 || mid > exact*1.02 {
 			t.Errorf("the buckets' mean %.3f ms is not within 2%% of the exact %.3f", mid/1e6, exact/1e6)
+		}
+	}
+}
+
+// vethPair makes two network namespaces joined by a veth (v0 in the first, at
+// 10.9.0.1, v1 in the second at 10.9.0.2), gone when t ends; sh runs a command,
+// failing t if it fails.
+func vethPair(t *testing.T) (a string, sh func(args ...string) string) {
+	if os.Geteuid() != 0 {
+		t.Skipf("%s needs root: loads BPF programs and makes network namespaces", t.Name())
+	}
+	a, b := fmt.Sprintf("bbsj-%d-a", os.Getpid()), fmt.Sprintf("bbsj-%d-b", os.Getpid())
+	sh = func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	for _, ns := range []string{a, b} {
+		sh("ip", "netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		// No IPv6: its neighbour discovery would pass the qdisc at times of its own.
+		sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	}
+	sh("ip", "-n", a, "link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", b)
+	sh("ip", "-n", a, "addr", "add", "10.9.0.1/24", "dev", "v0")
+	sh("ip", "-n", b, "addr", "add", "10.9.0.2/24", "dev", "v1")
+	sh("ip", "-n", a, "link", "set", "v0", "up")
+	sh("ip", "-n", b, "link", "set", "v1", "up")
+	return a, sh
+}
+
+// enter moves the test's goroutine, locked to its thread, into network namespace
+// ns until t ends: the tracer keys devices by the caller's namespace.
+func enter(t *testing.T, ns string) {
+	t.Helper()
+	runtime.LockOSThread()
+	home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	there, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(there)
+	if err := unix.Setns(there, unix.CLONE_NEWNET); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Setns(home, unix.CLONE_NEWNET); err != nil {
+			t.Errorf("back to the test's network namespace: %v", err)
+		}
+		unix.Close(home)
+		runtime.UnlockOSThread()
+	})
+}
+
+// A qdisc that cuts GSO skbs as it takes them: tbf segments a TCP flow's 64 KB
+// skbs (veth offers TSO) that are longer than its burst, as dualpi2 and cake's
+// split-gso do. Where the kernel lets the tracer follow segments (fexit on
+// __skb_gso_segment), they are stamped where they are cut: every packet tbf sent
+// is in the histogram, and none is unstamped. Where it does not (this machine's
+// kernel refuses every fentry and fexit program with EPERM, as a locked-down one
+// does), Segments says why, and every packet tbf sent is either in the histogram
+// or counted unstamped: the segments, at least one for each of the skbs cut.
+func TestTracerFollowsSegmentsCutInTheQdisc(t *testing.T) {
+	a, sh := vethPair(t)
+	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "tbf", "rate", "50mbit", "burst", "3000", "limit", "200000")
+	b := strings.Replace(a, "-a", "-b", 1)
+	// The sink's socket is made in the far namespace and stays there.
+	enter(t, b)
+	l, err := net.Listen("tcp4", "10.9.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		c.Close()
+		got <- n
+	}()
+	enter(t, a)
+
+	tr, err := Open([]string{"v0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	t.Logf("segments followed: %v", tr.Segments == nil)
+	if tr.Segments != nil {
+		t.Logf("not followed: %v", tr.Segments)
+		if !strings.Contains(tr.Segments.Error(), "__skb_gso_segment") {
+			t.Errorf("Segments does not say which function it could not trace: %v", tr.Segments)
+		}
+	}
+	c, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 20
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := <-got; n != size {
+		t.Fatalf("the sink got %d bytes of %d", n, size)
+	}
+	// The last segments' dequeue is done when the sink has them; the FIN's too
+	// within a second.
+	time.Sleep(time.Second)
+	hs, err := tr.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats []struct {
+		Packets uint64 `json:"packets"`
+	}
+	if err := json.Unmarshal([]byte(sh("tc", "-n", a, "-s", "-j", "qdisc", "show", "dev", "v0", "root")), &stats); err != nil || len(stats) != 1 {
+		t.Fatalf("tc -s -j: %v %+v", err, stats)
+	}
+	if len(hs) != 1 {
+		t.Fatalf("want one qdisc's histogram, have %d: %+v", len(hs), hs)
+	}
+	for k, h := range hs {
+		n := h.Counts.Total()
+		t.Logf("tbf %x: on %s: %d packets (tc: %d sent), %d unstamped; p50 %.2f ms, max %.2f", k.Handle>>16, tr.Devs[k.Ifindex], n, stats[0].Packets, h.Unstamped,
+			h.Counts.Quantile(0.5)/1e6, float64(h.MaxNs)/1e6)
+		// 4 MiB in 1448-byte segments is 2897 of them: tbf cut most.
+		if sent := stats[0].Packets; n+h.Unstamped != sent || sent < size/1448 {
+			t.Errorf("%d packets in the histogram and %d unstamped; tbf sent %d (of at least %d segments)", n, h.Unstamped, sent, size/1448)
+		}
+		if tr.Segments == nil && h.Unstamped != 0 {
+			t.Errorf("segments followed, yet %d of %d packets unstamped", h.Unstamped, n+h.Unstamped)
+		}
+		if tr.Segments != nil && h.Unstamped < size/1448/2 {
+			t.Errorf("segments not followed, yet only %d of %d packets unstamped: did tbf not cut the flow's GSO skbs?", h.Unstamped, n+h.Unstamped)
 		}
 	}
 }

@@ -23,8 +23,8 @@ type Key struct {
 
 // Hist is what a qdisc's packets waited since the tracer started: the buckets'
 // counts, the exact sum and maximum, and the dequeued packets that had no stamp
-// (requeued after a first dequeue, or made inside the qdisc, as cake's split-gso
-// segments are) or were past the longest bulk dequeue followed.
+// (requeued after a first dequeue, or cut inside the qdisc where Tracer.Segments
+// says those are not followed) or were past the longest bulk dequeue followed.
 type Hist struct {
 	Counts                Counts
 	SumNs, MaxNs          uint64
@@ -37,6 +37,11 @@ type Tracer struct {
 	links []link.Link
 	// Devs are the traced devices by ifindex.
 	Devs map[uint32]string
+	// Segments is why segments a qdisc cuts from a GSO skb (dualpi2's and cake's
+	// split-gso) are not followed, nil when they are: those qdiscs' segments then
+	// count as unstamped. Tracing __skb_gso_segment's return needs fexit, which
+	// some kernels (and architectures) lack where tracepoints work.
+	Segments error
 }
 
 // Open loads the programs and traces devs, devices of this process's network
@@ -59,7 +64,18 @@ func Open(devs []string) (*Tracer, error) {
 		keys = append(keys, sojournDevKey{Netns: uint32(st.Ino), Ifindex: uint32(ifi.Index)})
 		t.Devs[uint32(ifi.Index)] = d
 	}
-	if err := loadSojournObjects(&t.objs, nil); err != nil {
+	spec, err := loadSojourn()
+	if err != nil {
+		return nil, fmt.Errorf("load the sojourn programs: %w", err)
+	}
+	// The tracepoints' programs and the maps first; the segments' program after,
+	// on its own, so that a kernel without fexit still gets the rest.
+	var core struct {
+		sojournMaps
+		OnEnqueue *ebpf.Program `ebpf:"on_enqueue"`
+		OnDequeue *ebpf.Program `ebpf:"on_dequeue"`
+	}
+	if err := spec.LoadAndAssign(&core, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load the sojourn programs: the kernel's verifier refused them: %w", err)
@@ -72,6 +88,7 @@ func Open(devs []string) (*Tracer, error) {
 		}
 		return nil, fmt.Errorf("load the sojourn programs: %w", err)
 	}
+	t.objs.sojournMaps, t.objs.OnEnqueue, t.objs.OnDequeue = core.sojournMaps, core.OnEnqueue, core.OnDequeue
 	for _, k := range keys {
 		if err := t.objs.Devices.Put(k, uint8(1)); err != nil {
 			t.Close()
@@ -89,7 +106,28 @@ func Open(devs []string) (*Tracer, error) {
 		}
 		t.links = append(t.links, l)
 	}
+	t.Segments = t.followSegments(spec)
 	return t, nil
+}
+
+// followSegments loads and attaches the program that stamps segments cut inside a
+// qdisc, sharing the tracepoints' maps; its error says why it could not.
+func (t *Tracer) followSegments(spec *ebpf.CollectionSpec) error {
+	var seg struct {
+		OnSegment *ebpf.Program `ebpf:"on_segment"`
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"devices": t.objs.Devices, "stamps": t.objs.Stamps}}
+	if err := spec.LoadAndAssign(&seg, opts); err != nil {
+		return fmt.Errorf("load the program on __skb_gso_segment's return: %w", err)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: seg.OnSegment, AttachType: ebpf.AttachTraceFExit})
+	if err != nil {
+		seg.OnSegment.Close()
+		return fmt.Errorf("attach to __skb_gso_segment's return: %w", err)
+	}
+	t.objs.OnSegment = seg.OnSegment
+	t.links = append(t.links, l)
+	return nil
 }
 
 // Read is every traced qdisc's histogram so far, summed over the CPUs.

@@ -51,6 +51,7 @@ const (
 	sojournMapStamps     = "stamps"
 	sojournProgOnDequeue = "on_dequeue"
 	sojournProgOnEnqueue = "on_enqueue"
+	sojournProgOnSegment = "on_segment"
 )
 
 // loadSojourn returns the embedded CollectionSpec for sojourn.
@@ -97,6 +98,7 @@ type sojournSpecs struct {
 type sojournProgramSpecs struct {
 	OnDequeue *ebpf.ProgramSpec `ebpf:"on_dequeue"`
 	OnEnqueue *ebpf.ProgramSpec `ebpf:"on_enqueue"`
+	OnSegment *ebpf.ProgramSpec `ebpf:"on_segment"`
 }
 
 // sojournMapSpecs contains maps before they are loaded into the kernel.
@@ -159,12 +161,14 @@ type sojournVariables struct {
 type sojournPrograms struct {
 	OnDequeue *ebpf.Program `ebpf:"on_dequeue"`
 	OnEnqueue *ebpf.Program `ebpf:"on_enqueue"`
+	OnSegment *ebpf.Program `ebpf:"on_segment"`
 }
 
 func (p *sojournPrograms) Close() error {
 	return _SojournClose(
 		p.OnDequeue,
 		p.OnEnqueue,
+		p.OnSegment,
 	)
 }
 

@@ -11,8 +11,18 @@
 // goes out as (a GSO skb's segments, which tc's packet counter counts too), and
 // loses its stamp. An
 // skb the qdisc dropped is never dequeued: its stamp ages out of the LRU map and is
-// no sojourn. A dequeued skb without a stamp (requeued after a first dequeue, or
-// a segment cake's split-gso made inside the qdisc) is counted apart.
+// no sojourn. A dequeued skb without a stamp (requeued after a first dequeue) is
+// counted apart.
+//
+// A qdisc that splits GSO skbs as it takes them (dualpi2 by default, cake with
+// split-gso) queues segments the stack never saw, and the tracepoint then names
+// the original skb, already freed. So the segments are stamped where they are
+// made: on return from __skb_gso_segment, for skbs bound for a traced device,
+// with no qdisc named (any of the device's qdiscs may dequeue them). Segments
+// made after a dequeue (software GSO on the way to the driver) are stamped too
+// and never dequeued: their stamps age out of the LRU map like a drop's. This
+// program is optional: on a kernel that cannot attach it, those qdiscs' segments
+// count as unstamped.
 //
 // The structs below are the kernel's, reduced to the fields read here; CO-RE
 // relocates each access to the running kernel's layout (its BTF), so one object
@@ -55,6 +65,7 @@ struct Qdisc {
 
 struct sk_buff {
 	struct sk_buff *next;
+	struct net_device *dev;
 	unsigned int end;
 	unsigned char *head;
 } __attribute__((preserve_access_index));
@@ -147,9 +158,8 @@ static __always_inline u32 bucket_of(u64 ns)
 	return (e - SUB_BITS + 1) * SUBS + ((ns >> (e - SUB_BITS)) & (SUBS - 1));
 }
 
-static __always_inline int traced(struct Qdisc *q)
+static __always_inline int traced_dev(struct net_device *dev)
 {
-	struct net_device *dev = BPF_CORE_READ(q, dev_queue, dev);
 	if (!dev)
 		return 0;
 	struct dev_key k = {
@@ -157,6 +167,11 @@ static __always_inline int traced(struct Qdisc *q)
 		.ifindex = BPF_CORE_READ(dev, ifindex),
 	};
 	return bpf_map_lookup_elem(&devices, &k) != 0;
+}
+
+static __always_inline int traced(struct Qdisc *q)
+{
+	return traced_dev(BPF_CORE_READ(q, dev_queue, dev));
 }
 
 // segs_of is the packets an skb goes out as: a GSO skb's segments (the qdisc took
@@ -211,7 +226,7 @@ int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int pa
 		u64 key = (u64)skb;
 		struct stamp *s = bpf_map_lookup_elem(&stamps, &key);
 		u64 segs = segs_of(skb);
-		if (s && s->qdisc == (u64)q && now >= s->ns) {
+		if (s && (s->qdisc == (u64)q || s->qdisc == 0) && now >= s->ns) {
 			u64 d = now - s->ns;
 			u32 b = bucket_of(d);
 			if (b < BUCKETS)
@@ -227,6 +242,25 @@ int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int pa
 	}
 	if (packets > MAX_BULK)
 		h->beyond_bulk += packets - MAX_BULK;
+	return 0;
+}
+
+// The longest list of segments stamped: a 64 KB GSO skb of 1448-byte segments is
+// 46 of them; a longer list's tail is left unstamped.
+#define MAX_SEGS 128
+
+SEC("fexit/__skb_gso_segment")
+int BPF_PROG(on_segment, struct sk_buff *skb, u64 features, _Bool tx_path, struct sk_buff *segs)
+{
+	// An ERR_PTR is the top 4095 addresses; NULL is no segmentation.
+	if (!segs || (unsigned long)segs >= (unsigned long)-4095 || !traced_dev(BPF_CORE_READ(skb, dev)))
+		return 0;
+	struct stamp s = {.ns = bpf_ktime_get_ns(), .qdisc = 0};
+	for (int i = 0; i < MAX_SEGS && segs; i++) {
+		u64 key = (u64)segs;
+		bpf_map_update_elem(&stamps, &key, &s, BPF_ANY);
+		segs = BPF_CORE_READ(segs, next);
+	}
 	return 0;
 }
 
