@@ -143,21 +143,30 @@ func AllMetrics() []Metric {
 		// The kernel's per-packet sojourn in the busiest qdisc under test, and the
 		// share of the loaded ping's excess the qdiscs under test held.
 		Metric{"Qdisc sojourn median", "ms", 2, worstSojourn},
+		// dualpi2's two queues, each its own line: an L4S patch is judged by both.
+		Metric{"L queue delay median", "ms", 2, worstRow(" L queue delay")},
+		Metric{"C queue delay median", "ms", 2, worstRow(" C queue delay")},
 		Metric{"Qdisc share of the delay", "", 2, qdiscShare})
 	return ms
 }
 
 // worstSojourn is the largest median sojourn of the run's devices; NaN without one.
-func worstSojourn(s Summary) float64 {
-	worst := math.NaN()
-	for _, r := range s.Rows {
-		if strings.HasPrefix(r.Name, "Qdisc ") && strings.HasSuffix(r.Name, SojournSuffix) && !math.IsNaN(r.Median) {
-			if math.IsNaN(worst) || r.Median > worst {
-				worst = r.Median
+func worstSojourn(s Summary) float64 { return worstRow(SojournSuffix)(s) }
+
+// worstRow is the largest median of the run's qdisc rows ending in suffix, over
+// its devices; NaN without one.
+func worstRow(suffix string) func(Summary) float64 {
+	return func(s Summary) float64 {
+		worst := math.NaN()
+		for _, r := range s.Rows {
+			if strings.HasPrefix(r.Name, "Qdisc ") && strings.HasSuffix(r.Name, suffix) && !math.IsNaN(r.Median) {
+				if math.IsNaN(worst) || r.Median > worst {
+					worst = r.Median
+				}
 			}
 		}
+		return worst
 	}
-	return worst
 }
 
 // qdiscShare is the run's delay attribution's share; NaN without one.

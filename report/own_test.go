@@ -112,6 +112,17 @@ func TestBottleneckStat(t *testing.T) {
 		{datafile.Series{Name: "qdisc r:eth1 1:3 backlog", Kind: "qdisc", Host: "r"}, DevStat{}, false},
 		{datafile.Series{Name: "qdisc r:eth1 root backlog", Kind: "qdisc"}, DevStat{"r", "eth1", "backlog", false}, true},
 		{datafile.Series{Name: "qdisc r:eth1 root pkts_in_l", Kind: "qdisc"}, DevStat{"r", "eth1", "L4S pkts", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 1:3 delay_l", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "L queue delay", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root delay_c", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "C queue delay", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 1:2 prob", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "prob", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 1:2 step_marks", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "step marks", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root tin2.peak_delay_us", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 2 peak delay", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root tin0.avg_delay_us", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 0 avg delay", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root tin1.backlog_bytes", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 1 backlog", false}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root tin1.drops", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 1 drops", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 root tin1.sent_packets", Kind: "qdisc", Host: "r"}, DevStat{}, false},
+		{datafile.Series{Name: "qdisc r:eth1 root tinx.drops", Kind: "qdisc", Host: "r"}, DevStat{}, false},
+		{datafile.Series{Name: "qdisc r:eth1 root tin.drops", Kind: "qdisc", Host: "r"}, DevStat{}, false},
 		{datafile.Series{Name: "bql r:eth1 tx-3 inflight", Kind: "bql", Host: "r"}, DevStat{"r", "eth1", "BQL inflight", false}, true},
 		{datafile.Series{Name: "bql r:eth1 tx-3 limit", Kind: "bql", Host: "r", Dev: "eth1", Queue: "tx-3", Stat: "limit"}, DevStat{"r", "eth1", "BQL limit", false}, true},
 		{datafile.Series{Name: "bql r:eth1 tx-3 limit_max", Kind: "bql"}, DevStat{}, false},
@@ -209,6 +220,69 @@ func TestPairSums(t *testing.T) {
 	for name, points := range map[string]int{"TCP download flows (pair 1)": 2, "TCP download flows (pair 2)": 2, "TCP download sum": 50} {
 		if r, ok := folded[name]; !ok || r.Points != points {
 			t.Errorf("folded %s = %+v, want %d points", name, r, points)
+		}
+	}
+}
+
+// dualpi2's queues under mq, each a row of the device: a delay is the worst of
+// its children each step (an idle child's zero is no queue a packet met), in ms
+// from tc's µs; marks by the step threshold are a rate; and compare has a line for
+// each queue's delay.
+func TestDualPI2ClassRows(t *testing.T) {
+	run := syntheticRun(1, false)
+	t0 := run.Metadata.T0
+	add := func(where, field string, v func(k int) float64) {
+		se := datafile.Series{Name: "qdisc r:eth1 " + where + " " + field, Kind: datafile.KindQdisc, Host: "r", Dev: "eth1", Stat: where + " " + field}
+		run.Series = append(run.Series, se)
+		for k := 0; k <= 70; k++ {
+			run.Samples[se.Name] = append(run.Samples[se.Name], datafile.Sample{T: t0 + float64(k)*0.2, V: v(k)})
+		}
+	}
+	// Two children: 1:1 carries the flows, 1:2 little.
+	// The worst each step: 2 ms, not their sum (2.5) nor their mean (1.25).
+	add("1:1", "delay_l", func(int) float64 { return 2000 })
+	add("1:2", "delay_l", func(int) float64 { return 500 })
+	add("1:1", "delay_c", func(int) float64 { return 15000 })
+	add("1:2", "delay_c", func(int) float64 { return 0 })
+	add("1:1", "prob", func(int) float64 { return 0.25 })
+	add("1:2", "prob", func(int) float64 { return 0 })
+	add("1:1", "step_marks", func(k int) float64 { return float64(k) * 10 }) // 50 marks/s
+	add("1:2", "step_marks", func(k int) float64 { return float64(k) * 2 })  // 10 marks/s
+	sum := Summarize(run)
+	rows := map[string]Row{}
+	for _, r := range sum.Rows {
+		rows[r.Name] = r
+	}
+	for _, c := range []struct {
+		row, units string
+		median     float64
+	}{
+		{"Qdisc r:eth1 L queue delay", "ms", 2},
+		{"Qdisc r:eth1 C queue delay", "ms", 15},
+		{"Qdisc r:eth1 prob", "prob", 0.25},
+		{"Qdisc r:eth1 step marks", "pkts/s", 60},
+	} {
+		r, ok := rows[c.row]
+		if !ok {
+			t.Errorf("no row %q", c.row)
+			continue
+		}
+		if r.Units != c.units || math.Abs(r.Median-c.median) > 1e-6*c.median {
+			t.Errorf("%s: median %g %s, want %g %s", c.row, r.Median, r.Units, c.median, c.units)
+		}
+	}
+	for name, want := range map[string]float64{"L queue delay median": 2, "C queue delay median": 15} {
+		found := false
+		for _, m := range AllMetrics() {
+			if m.Name == name {
+				found = true
+				if got := m.Value(sum); math.Abs(got-want) > 1e-9 {
+					t.Errorf("compare's %s: %g, want %g", name, got, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("compare has no metric %q", name)
 		}
 	}
 }

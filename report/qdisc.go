@@ -49,7 +49,17 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 			if b, ok := strings.CutPrefix(row, "BQL "); ok {
 				label = "BQL " + name + " " + b
 			}
-			rows = append(rows, rowOf(label, "bytes", sumGauges(series, from, to)))
+			units, scale, peak := gaugeRow(row)
+			var vs []float64
+			if peak {
+				vs = peakGauges(series, from, to)
+			} else {
+				vs = sumGauges(series, from, to)
+			}
+			for i := range vs {
+				vs[i] /= scale
+			}
+			rows = append(rows, rowOf(label, units, vs))
 		}
 	}
 	return rows
@@ -67,6 +77,23 @@ func sumRates(series [][]datafile.Sample, from, to float64) []float64 {
 				continue
 			}
 			byT[ss[i].T] += dv / dt
+		}
+	}
+	return sortedValues(byT)
+}
+
+// peakGauges is the largest of gauge series sampled in the same step, within the
+// window.
+func peakGauges(series [][]datafile.Sample, from, to float64) []float64 {
+	byT := map[float64]float64{}
+	for _, ss := range series {
+		for _, s := range ss {
+			if s.T < from || s.T > to {
+				continue
+			}
+			if v, ok := byT[s.T]; !ok || s.V > v {
+				byT[s.T] = s.V
+			}
 		}
 	}
 	return sortedValues(byT)
@@ -106,7 +133,9 @@ func sortedValues(m map[float64]float64) []float64 {
 type DevStat struct {
 	Host, Dev string
 	// Row is the statistic's row: "drops", "backlog", "ECN marks", "L4S pkts",
-	// "classic pkts", "BQL inflight", "BQL limit".
+	// "classic pkts", "L queue delay", "C queue delay", "prob", "step marks",
+	// "tin N peak delay", "tin N avg delay", "tin N backlog", "tin N drops",
+	// "BQL inflight", "BQL limit".
 	Row string
 	// Counter says the row adds up per-step deltas (rates); else values as sampled.
 	Counter bool
@@ -155,8 +184,51 @@ func BottleneckStat(se datafile.Series) (DevStat, bool) {
 		st.Row, st.Counter = "L4S pkts", true
 	case field == "pkts_in_c":
 		st.Row, st.Counter = "classic pkts", true
+	// dualpi2's two queues: each one's head-of-queue delay (µs), the base
+	// probability its PI controller settled at (fq_pie and pie print "prob" too),
+	// and the L queue's marks by its step threshold.
+	case field == "delay_l":
+		st.Row = "L queue delay"
+	case field == "delay_c":
+		st.Row = "C queue delay"
+	case field == "prob":
+		st.Row = "prob"
+	case field == "step_marks":
+		st.Row, st.Counter = "step marks", true
 	default:
-		return DevStat{}, false
+		// cake's tins, each its own: "tin2.peak_delay_us" is tin 2's.
+		tin, stat, ok := strings.Cut(field, ".")
+		n, isTin := strings.CutPrefix(tin, "tin")
+		if !ok || !isTin || n == "" || strings.Trim(n, "0123456789") != "" {
+			return DevStat{}, false
+		}
+		switch stat {
+		case "peak_delay_us":
+			st.Row = "tin " + n + " peak delay"
+		case "avg_delay_us":
+			st.Row = "tin " + n + " avg delay"
+		case "backlog_bytes":
+			st.Row = "tin " + n + " backlog"
+		case "drops":
+			st.Row, st.Counter = "tin "+n+" drops", true
+		default:
+			return DevStat{}, false
+		}
 	}
 	return st, true
+}
+
+// gaugeRow is how a gauge row puts its series (a device's qdiscs: an mq's
+// children, cake's instances) together in a step, and in what units: bytes add
+// up; a delay or a probability is the device's worst, since an idle child's zero
+// is no part of the queue the packets met. Delays are printed in ms, as tc's
+// µs divided by scale.
+func gaugeRow(row string) (units string, scale float64, peak bool) {
+	switch {
+	case strings.HasSuffix(row, " delay"):
+		return "ms", 1000, true
+	case row == "prob":
+		return "prob", 1, true
+	}
+	return "bytes", 1, false
 }

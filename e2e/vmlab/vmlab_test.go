@@ -34,6 +34,7 @@ import (
 	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/report"
 	"github.com/bloatbench/bloatbench/testbed"
 )
 
@@ -290,6 +291,58 @@ func TestVMLab(t *testing.T) {
 		base := pings["pfifo_fast+bql"]
 		add(s, "loaded ping < half of pfifo_fast's", pings[s] < base/2, "median %.1f ms vs %.1f ms", pings[s], base)
 	}
+	// Where the delay went (seed 000's question): without a BQL limit the loaded
+	// ping waits mostly in the driver's ring, behind dualpi2; limit_max moves
+	// that queue up into dualpi2, where its AQM acts on it. Each run shows both of
+	// dualpi2's queues, and its histogram holds the packets dualpi2 sent (it
+	// splits GSO skbs as it takes them: those segments are followed).
+	const dev = "router:test0"
+	var share [2]float64
+	for i, s := range []string{"mq+dualpi2", "mq+dualpi2+bql"} {
+		r := runs[s]
+		if r == nil {
+			t.Fatalf("no data file for setup %s", s)
+		}
+		sum := report.Summarize(r)
+		rows := map[string]report.Row{}
+		for _, row := range sum.Rows {
+			rows[row.Name] = row
+		}
+		l, c := rows["Qdisc "+dev+" L queue delay"], rows["Qdisc "+dev+" C queue delay"]
+		add(s, "L and C queue rows", l.Points > 0 && c.Points > 0, "L %.2f ms, C %.2f ms median (%d, %d steps)", l.Median, c.Median, l.Points, c.Points)
+		d := sum.Delay
+		if d == nil {
+			add(s, "delay attributed", false, "no attribution")
+			continue
+		}
+		share[i] = d.QdiscShare
+		add(s, "delay attributed", true, "excess %.2f ms: qdisc %.2f ms (%.0f%%, %s), ring %.2f ms", d.ExcessMs, d.QdiscMs, 100*d.QdiscShare, d.Source, d.RingMs)
+		// Over the steps the tracer saw (it starts once its programs load, which
+		// takes seconds in an emulated guest), against tc's counter over them.
+		var traced uint64
+		t1, t2 := math.Inf(1), math.Inf(-1)
+		for _, se := range r.Series {
+			if se.Kind == datafile.KindSojourn && se.Host+":"+se.Dev == dev {
+				for _, smp := range r.Samples[se.Name] {
+					traced += uint64(smp.N)
+					t1, t2 = math.Min(t1, smp.T-smp.Dur), math.Max(t2, smp.T)
+				}
+			}
+		}
+		sent, first := 0.0, math.NaN()
+		for _, smp := range r.Samples["qdisc "+dev+" root packets"] {
+			if smp.T >= t1-0.05 && smp.T <= t2+0.05 {
+				if math.IsNaN(first) {
+					first = smp.V
+				}
+				sent = smp.V - first
+			}
+		}
+		add(s, "sojourn holds what dualpi2 sent", float64(traced) > 0.9*sent && float64(traced) < 1.1*sent,
+			"%d packets in the histograms, %.0f sent by tc's count", traced, sent)
+	}
+	add("mq+dualpi2+bql", "limit_max moves the delay from ring to qdisc", share[1] >= report.MinQdiscShare && share[1] > share[0]+0.2,
+		"qdisc's share %.2f without a BQL limit, %.2f with limit_max %d", share[0], share[1], bqlLimit)
 	for s, r := range runs {
 		ok := !r.Incomplete
 		add(s, "run complete, guests restored", ok, "checked after each run")
