@@ -111,9 +111,9 @@ func (s *sojournSampler) step() error {
 // waits are missing from its histogram. Where the kernel would not let the tracer
 // follow segments cut inside a qdisc, that is the likely cause, and said.
 func (s *sojournSampler) warnUnstamped() {
-	why := "requeued, or past a bulk dequeue's 64"
+	why := fmt.Sprintf("requeued, or past a bulk dequeue's %d", sojourn.MaxBulk)
 	if s.tr.Segments != nil {
-		why = fmt.Sprintf("requeued, past a bulk dequeue's 64, or segments cut inside the qdisc, as dualpi2's and cake's split-gso are, which this kernel does not let the tracer follow: %v", s.tr.Segments)
+		why = fmt.Sprintf("requeued, past a bulk dequeue's %d, or segments cut inside the qdisc, as dualpi2's and cake's split-gso are, which this kernel does not let the tracer follow: %v", sojourn.MaxBulk, s.tr.Segments)
 	}
 	for k, h := range s.prev {
 		missed := h.Unstamped + h.BeyondBulk

@@ -16,6 +16,10 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
+// MaxBulk is the longest bulk dequeue the programs follow (MAX_BULK in
+// bpf/sojourn.c): packets past it are counted in Hist.BeyondBulk.
+const MaxBulk = 256
+
 // Key names one qdisc: the root of a device's tx queue (or the device's).
 type Key struct {
 	Ifindex, Handle, Parent uint32

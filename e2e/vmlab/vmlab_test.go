@@ -297,7 +297,7 @@ func TestVMLab(t *testing.T) {
 	// dualpi2's queues, and its histogram holds the packets dualpi2 sent (it
 	// splits GSO skbs as it takes them: those segments are followed).
 	const dev = "router:test0"
-	var share [2]float64
+	var attr [2]*report.DelayAttribution
 	for i, s := range []string{"mq+dualpi2", "mq+dualpi2+bql"} {
 		r := runs[s]
 		if r == nil {
@@ -315,7 +315,7 @@ func TestVMLab(t *testing.T) {
 			add(s, "delay attributed", false, "no attribution")
 			continue
 		}
-		share[i] = d.QdiscShare
+		attr[i] = d
 		add(s, "delay attributed", true, "excess %.2f ms: qdisc %.2f ms (%.0f%%, %s), ring %.2f ms", d.ExcessMs, d.QdiscMs, 100*d.QdiscShare, d.Source, d.RingMs)
 		// Over the steps the tracer saw (it starts once its programs load, which
 		// takes seconds in an emulated guest), against tc's counter over them.
@@ -341,8 +341,14 @@ func TestVMLab(t *testing.T) {
 		add(s, "sojourn holds what dualpi2 sent", float64(traced) > 0.9*sent && float64(traced) < 1.1*sent,
 			"%d packets in the histograms, %.0f sent by tc's count", traced, sent)
 	}
-	add("mq+dualpi2+bql", "limit_max moves the delay from ring to qdisc", share[1] >= report.MinQdiscShare && share[1] > share[0]+0.2,
-		"qdisc's share %.2f without a BQL limit, %.2f with limit_max %d", share[0], share[1], bqlLimit)
+	// Held on the parts the attribution measures in the kernel (sojourn, BQL
+	// inflight over the drain rate), not on their shares of the ping's excess: the
+	// emulated guests' ping medians move by tens of ms from run to run (7.8 and
+	// 52 ms of excess for the same setup), the parts much less.
+	if a, b := attr[0], attr[1]; a != nil && b != nil {
+		add("mq+dualpi2+bql", "limit_max moves the delay from ring to qdisc", a.RingMs > a.QdiscMs && b.QdiscMs > b.RingMs && b.RingMs < a.RingMs/2,
+			"without a BQL limit ring %.2f ms, qdisc %.2f; with limit_max %d ring %.2f, qdisc %.2f", a.RingMs, a.QdiscMs, bqlLimit, b.RingMs, b.QdiscMs)
+	}
 	for s, r := range runs {
 		ok := !r.Incomplete
 		add(s, "run complete, guests restored", ok, "checked after each run")

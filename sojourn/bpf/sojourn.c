@@ -46,7 +46,7 @@ struct net {
 
 typedef struct {
 	struct net *net;
-} possible_net_t;
+} __attribute__((preserve_access_index)) possible_net_t;
 
 struct net_device {
 	int ifindex;
@@ -85,7 +85,9 @@ struct skb_shared_info {
 
 // The longest bulk dequeue followed through skb->next: dequeue_skb takes up to
 // the tx queue's BQL budget, which rarely holds more; the rest are counted apart.
-#define MAX_BULK 64
+// tbf on a veth (no BQL) was seen to give up more than 64 segments at once.
+// sojourn.go's MaxBulk is the same number.
+#define MAX_BULK 256
 
 struct dev_key {
 	u32 netns;
@@ -158,20 +160,27 @@ static __always_inline u32 bucket_of(u64 ns)
 	return (e - SUB_BITS + 1) * SUBS + ((ns >> (e - SUB_BITS)) & (SUBS - 1));
 }
 
+// The programs read the kernel's structs by plain loads, not bpf_probe_read_kernel:
+// a tracing program's arguments are typed by BTF, so the verifier lets it follow
+// their pointers, and the JIT makes each load an instruction that yields 0 where
+// the pointer is bad. Every enqueue and dequeue on the machine runs them (each
+// agent's, on a lab that shares a kernel), and a helper call for each field was
+// most of their cost.
 static __always_inline int traced_dev(struct net_device *dev)
 {
 	if (!dev)
 		return 0;
 	struct dev_key k = {
-		.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum),
-		.ifindex = BPF_CORE_READ(dev, ifindex),
+		.netns = dev->nd_net.net->ns.inum,
+		.ifindex = dev->ifindex,
 	};
 	return bpf_map_lookup_elem(&devices, &k) != 0;
 }
 
 static __always_inline int traced(struct Qdisc *q)
 {
-	return traced_dev(BPF_CORE_READ(q, dev_queue, dev));
+	struct netdev_queue *txq = q->dev_queue;
+	return txq ? traced_dev(txq->dev) : 0;
 }
 
 // segs_of is the packets an skb goes out as: a GSO skb's segments (the qdisc took
@@ -179,9 +188,9 @@ static __always_inline int traced(struct Qdisc *q)
 // one. skb_shinfo is at head + end (end an offset on 64-bit kernels).
 static __always_inline u64 segs_of(struct sk_buff *skb)
 {
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned int end = BPF_CORE_READ(skb, end);
-	struct skb_shared_info *shinfo = (struct skb_shared_info *)(head + end);
+	// head is no struct's pointer to the verifier: the shared info is read by
+	// the helper.
+	struct skb_shared_info *shinfo = (struct skb_shared_info *)(skb->head + skb->end);
 	unsigned short segs = BPF_CORE_READ(shinfo, gso_segs);
 	return segs ? segs : 1;
 }
@@ -191,9 +200,9 @@ static const struct hist zero_hist;
 static __always_inline struct hist *hist_of(struct Qdisc *q)
 {
 	struct qdisc_key k = {
-		.ifindex = BPF_CORE_READ(q, dev_queue, dev, ifindex),
-		.handle = BPF_CORE_READ(q, handle),
-		.parent = BPF_CORE_READ(q, parent),
+		.ifindex = q->dev_queue->dev->ifindex,
+		.handle = q->handle,
+		.parent = q->parent,
 	};
 	struct hist *h = bpf_map_lookup_elem(&hists, &k);
 	if (h)
@@ -238,7 +247,7 @@ int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int pa
 		} else {
 			h->unstamped += segs;
 		}
-		skb = BPF_CORE_READ(skb, next);
+		skb = skb->next;
 	}
 	if (packets > MAX_BULK)
 		h->beyond_bulk += packets - MAX_BULK;
@@ -253,13 +262,13 @@ SEC("fexit/__skb_gso_segment")
 int BPF_PROG(on_segment, struct sk_buff *skb, u64 features, _Bool tx_path, struct sk_buff *segs)
 {
 	// An ERR_PTR is the top 4095 addresses; NULL is no segmentation.
-	if (!segs || (unsigned long)segs >= (unsigned long)-4095 || !traced_dev(BPF_CORE_READ(skb, dev)))
+	if (!segs || (unsigned long)segs >= (unsigned long)-4095 || !traced_dev(skb->dev))
 		return 0;
 	struct stamp s = {.ns = bpf_ktime_get_ns(), .qdisc = 0};
 	for (int i = 0; i < MAX_SEGS && segs; i++) {
 		u64 key = (u64)segs;
 		bpf_map_update_elem(&stamps, &key, &s, BPF_ANY);
-		segs = BPF_CORE_READ(segs, next);
+		segs = segs->next;
 	}
 	return 0;
 }
