@@ -19,7 +19,12 @@ import (
 // "Qdisc HOST:DEV sojourn" (ms) and "Qdisc HOST:DEV drain rate" (Mbit/s).
 const (
 	SojournSuffix = " sojourn"
-	DrainSuffix   = " drain rate"
+	// EchoSojournSuffix ends the row of the ICMP echo packets' own sojourn.
+	EchoSojournSuffix = " ICMP sojourn"
+	// EchoSuffix ends the Stat of a sojourn series of the echo packets alone
+	// (runners.EchoSuffix).
+	EchoSuffix  = " echo"
+	DrainSuffix = " drain rate"
 )
 
 // MinQdiscShare is the share of the loaded ping's excess delay below which a run's
@@ -36,7 +41,8 @@ type DelayAttribution struct {
 	OtherMs float64 `json:"other_ms"`
 	// QdiscShare is QdiscMs over ExcessMs, at most 1.
 	QdiscShare float64 `json:"qdisc_share"`
-	// Source says how QdiscMs was had: "sojourn" (the kernel's, every device),
+	// Source says how QdiscMs was had: "sojourn" (the kernel's, every device: the
+	// ping's own packets' where the tracer counted them apart),
 	// "backlog" (backlog over drain rate, every device) or "mixed".
 	Source string `json:"source"`
 	// Devices are the devices under test, HOST:DEV, with each one's delay.
@@ -48,7 +54,10 @@ type DeviceDelay struct {
 	Dev     string  `json:"dev"`
 	QdiscMs float64 `json:"qdisc_ms"`
 	RingMs  float64 `json:"ring_ms"`
-	Source  string  `json:"source"`
+	// Source is "ICMP sojourn" (the ping's own packets' median wait in the
+	// qdisc), "sojourn" (every packet's: files from before the echo packets were
+	// counted apart) or "backlog".
+	Source string `json:"source"`
 }
 
 // Warning is the run's warning when its qdiscs held less than MinQdiscShare of
@@ -71,7 +80,8 @@ const minExcessMs = 1.0
 // devSeries are a bottleneck device's series for the attribution.
 type devSeries struct {
 	sojourn  [][]datafile.Sample
-	bytes    []datafile.Sample // the root qdisc's byte counter
+	echo     [][]datafile.Sample // the ICMP echo packets' own sojourn
+	bytes    []datafile.Sample   // the root qdisc's byte counter
 	backlog  []datafile.Sample
 	inflight [][]datafile.Sample
 }
@@ -94,7 +104,11 @@ func deviceSeries(run *datafile.Run) (map[string]*devSeries, []string) {
 		case datafile.KindSojourn:
 			if se.Host != "" && se.Dev != "" {
 				d := get(se.Host, se.Dev)
-				d.sojourn = append(d.sojourn, run.Samples[se.Name])
+				if strings.HasSuffix(se.Stat, EchoSuffix) {
+					d.echo = append(d.echo, run.Samples[se.Name])
+				} else {
+					d.sojourn = append(d.sojourn, run.Samples[se.Name])
+				}
 			}
 		case datafile.KindQdisc, datafile.KindBQL:
 			st, ok := BottleneckStat(se)
@@ -257,6 +271,11 @@ func delayRows(devs map[string]*devSeries, order []string, from, to float64) []R
 			rows = append(rows, Row{Name: "Qdisc " + name + SojournSuffix, Units: "ms",
 				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total())})
 		}
+		if len(d.echo) > 0 {
+			h := sojournHist(d.echo, from, to)
+			rows = append(rows, Row{Name: "Qdisc " + name + EchoSojournSuffix, Units: "ms",
+				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total())})
+		}
 		if len(d.bytes) > 1 {
 			var xs []float64
 			for _, r := range drainRates(d.bytes, from, to) {
@@ -271,8 +290,10 @@ func delayRows(devs map[string]*devSeries, order []string, from, to float64) []R
 
 // attribute splits the excess of the loaded ping's median over its idle median
 // among the devices' qdiscs and rings, over the loaded window (from, to]. Each
-// device's qdisc delay is the median sojourn of its packets where the kernel
-// measured it, else the median over steps of its backlog over its drain rate; its
+// device's qdisc delay is the median sojourn of the ping's own packets in it where
+// the kernel measured them (a flow-queuing qdisc serves a ping ahead of the bulk
+// flows: every packet's median would credit it with their queue), else of every
+// packet's, else the median over steps of its backlog over its drain rate; its
 // ring's, the median of BQL inflight over the drain rate. A ping's round trip
 // crosses every device under test once at most, so the parts add up. nil when the
 // run has no ping rows or no device it can say anything of.
@@ -290,14 +311,28 @@ func attribute(rows []Row, devs map[string]*devSeries, order []string, from, to 
 		return nil
 	}
 	a := &DelayAttribution{ExcessMs: math.Max(0, loaded-idle)}
+	// Files from tracers that histogram the echo packets apart have their
+	// series wherever a ping crossed a traced qdisc.
+	echoTraced := false
+	for _, name := range order {
+		echoTraced = echoTraced || len(devs[name].echo) > 0
+	}
 	sources := map[string]bool{}
 	for _, name := range order {
 		d := devs[name]
 		rates := drainRates(d.bytes, from, to)
 		dd := DeviceDelay{Dev: name, QdiscMs: math.NaN(), RingMs: 0}
-		if h := sojournHist(d.sojourn, from, to); h.total() > 0 {
+		h := sojournHist(d.sojourn, from, to)
+		switch e := sojournHist(d.echo, from, to); {
+		case e.total() > 0:
+			dd.QdiscMs, dd.Source = e.quantile(0.5), "ICMP sojourn"
+		case echoTraced && h.total() > 0:
+			// The tracer counted the echo packets apart and none crossed this
+			// qdisc: it held none of the ping's delay, whatever its own queue.
+			dd.QdiscMs, dd.Source = 0, "ICMP sojourn"
+		case h.total() > 0:
 			dd.QdiscMs, dd.Source = h.quantile(0.5), "sojourn"
-		} else if len(d.backlog) > 0 && len(rates) > 0 {
+		case len(d.backlog) > 0 && len(rates) > 0:
 			dd.QdiscMs, dd.Source = Median(queueDelays(gaugeAt([][]datafile.Sample{d.backlog}, from, to), rates)), "backlog"
 		}
 		if math.IsNaN(dd.QdiscMs) {
@@ -308,7 +343,7 @@ func attribute(rows []Row, devs map[string]*devSeries, order []string, from, to 
 				dd.RingMs = v
 			}
 		}
-		sources[dd.Source] = true
+		sources[strings.TrimPrefix(dd.Source, "ICMP ")] = true
 		a.QdiscMs += dd.QdiscMs
 		a.RingMs += dd.RingMs
 		a.Devices = append(a.Devices, dd)

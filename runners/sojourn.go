@@ -13,7 +13,9 @@ import (
 // The sojourn kind measures, from inside the kernel, how long each packet waited in
 // the host's bottleneck qdiscs (package sojourn's BPF programs), and ships each
 // step's histogram of it, per qdisc, as samples: one per non-empty bucket, V the
-// bucket's time in ms and N its packets over the step. Where the kernel has no BTF
+// bucket's time in ms and N its packets over the step; and a second histogram of
+// each qdisc's ICMP echo packets alone (a ping's), whose wait a flow-queuing
+// qdisc keeps apart from the bulk's. Where the kernel has no BTF
 // or tracepoints, or the agent is not root, it says so in the run's events and
 // records nothing; reports then estimate the qdisc's delay from its backlog.
 
@@ -21,6 +23,11 @@ import (
 func SojournSeries(host, dev, handle string) string {
 	return fmt.Sprintf("sojourn %s:%s %s", host, dev, handle)
 }
+
+// EchoSuffix ends the Stat (and the name) of a qdisc's histogram of the ICMP echo
+// packets alone: "sojourn HOST:DEV 1: echo".
+const EchoSuffix = " echo"
+
 
 var sojournKind = Kind{
 	Background: true,
@@ -91,9 +98,12 @@ func (s *sojournSampler) step() error {
 			continue
 		}
 		dev := s.tr.Devs[k.Ifindex]
-		handle := fmt.Sprintf("%x:", k.Handle>>16)
-		se := datafile.Series{Name: SojournSeries(s.host, dev, handle), Kind: datafile.KindSojourn, Units: "ms",
-			Host: s.host, Dev: dev, Stat: handle}
+		stat := fmt.Sprintf("%x:", k.Handle>>16)
+		if k.Class == sojourn.Echo {
+			stat += EchoSuffix
+		}
+		se := datafile.Series{Name: SojournSeries(s.host, dev, stat), Kind: datafile.KindSojourn, Units: "ms",
+			Host: s.host, Dev: dev, Stat: stat}
 		for b, n := range h.Counts {
 			if seen {
 				n -= prev.Counts[b]
@@ -116,6 +126,9 @@ func (s *sojournSampler) warnUnstamped() {
 		why = fmt.Sprintf("requeued, past a bulk dequeue's %d, or segments cut inside the qdisc, as dualpi2's and cake's split-gso are, which this kernel does not let the tracer follow: %v", sojourn.MaxBulk, s.tr.Segments)
 	}
 	for k, h := range s.prev {
+		if k.Class != sojourn.All {
+			continue
+		}
 		missed := h.Unstamped + h.BeyondBulk
 		total := h.Counts.Total() + missed
 		if total > 0 && missed*100 > total {

@@ -243,3 +243,65 @@ func TestTracerFollowsSegmentsCutInTheQdisc(t *testing.T) {
 		}
 	}
 }
+
+// The echo packets of a ping have a histogram of their own beside every packet's:
+// one echo request sent into a full bfifo (a UDP burst ahead of it) waits its
+// drain, two sent once it has drained wait nothing; the UDP packets are not in it.
+func TestTracerCountsEchoPacketsApart(t *testing.T) {
+	a, sh := vethPair(t)
+	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "htb", "default", "1")
+	sh("tc", "-n", a, "class", "add", "dev", "v0", "parent", "1:", "classid", "1:1", "htb", "rate", "10mbit")
+	sh("tc", "-n", a, "qdisc", "add", "dev", "v0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "60000")
+	// The neighbour entry first, so that the burst is not held for ARP.
+	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
+	enter(t, a)
+	tr, err := Open([]string{"v0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1400)
+	for range 200 {
+		c.Write(payload)
+	}
+	c.Close()
+	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
+	time.Sleep(200 * time.Millisecond)
+	sh("ip", "netns", "exec", a, "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.9.0.2")
+	hs, err := tr.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all, echo *Hist
+	for k, h := range hs {
+		switch k.Class {
+		case All:
+			all = &h
+		case Echo:
+			echo = &h
+		}
+	}
+	if all == nil || echo == nil {
+		t.Fatalf("want both histograms of htb 1:, have %+v", hs)
+	}
+	n := echo.Counts.Total()
+	t.Logf("every packet: %d, max %.2f ms; echo requests: %d, max %.2f ms, min bucket %.3f ms", all.Counts.Total(), float64(all.MaxNs)/1e6, n, float64(echo.MaxNs)/1e6, echo.Counts.Quantile(0)/1e6)
+	if n != 3 {
+		t.Errorf("%d echo packets, want the 3 requests (the replies leave by the other namespace)", n)
+	}
+	if all.Counts.Total() < 40+n {
+		t.Errorf("every packet's histogram has %d: not the burst's", all.Counts.Total())
+	}
+	// The first request met the burst's bfifo (up to 47 ms of it); the others
+	// an empty queue.
+	if m := float64(echo.MaxNs) / 1e6; m < 20 || m > 60 {
+		t.Errorf("the request sent behind the burst waited %.2f ms, not the bfifo's drain", m)
+	}
+	if q := echo.Counts.Quantile(0.5) / 1e6; q > 1 {
+		t.Errorf("the requests sent into an empty queue waited %.2f ms (median)", q)
+	}
+}

@@ -20,10 +20,23 @@ import (
 // bpf/sojourn.c): packets past it are counted in Hist.BeyondBulk.
 const MaxBulk = 256
 
-// Key names one qdisc: the root of a device's tx queue (or the device's).
+// Key names one qdisc's histogram: the root of a device's tx queue (or the
+// device's), and the class of packets counted.
 type Key struct {
 	Ifindex, Handle, Parent uint32
+	Class                   Class
 }
+
+// Class is which of a qdisc's packets a histogram counts.
+type Class uint32
+
+const (
+	// All is every packet (each GSO segment one).
+	All Class = 0
+	// Echo is the ICMP and ICMPv6 echo requests and replies: a ping's probes,
+	// which a flow-queuing qdisc keeps apart from the bulk flows.
+	Echo Class = 1
+)
 
 // Hist is what a qdisc's packets waited since the tracer started: the buckets'
 // counts, the exact sum and maximum, and the dequeued packets that had no stamp
@@ -153,7 +166,7 @@ func (t *Tracer) Read() (map[Key]Hist, error) {
 			h.Unstamped += c.Unstamped
 			h.BeyondBulk += c.BeyondBulk
 		}
-		out[Key{Ifindex: k.Ifindex, Handle: k.Handle, Parent: k.Parent}] = h
+		out[Key{Ifindex: k.Ifindex, Handle: k.Handle, Parent: k.Parent, Class: Class(k.Class)}] = h
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("sojourn: read the histograms: %w", err)

@@ -33,13 +33,15 @@ type sojournQdiscKey struct {
 	Ifindex uint32
 	Handle  uint32
 	Parent  uint32
-	Pad     uint32
+	Class   uint32
 }
 
 type sojournStamp struct {
 	_     structs.HostLayout
 	Ns    uint64
 	Qdisc uint64
+	Echo  uint32
+	Pad   uint32
 }
 
 // Names of all BPF objects in the ELF.
