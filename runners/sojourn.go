@@ -28,7 +28,6 @@ func SojournSeries(host, dev, handle string) string {
 // packets alone: "sojourn HOST:DEV 1: echo".
 const EchoSuffix = " echo"
 
-
 var sojournKind = Kind{
 	Background: true,
 	Sampler:    true,
