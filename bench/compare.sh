@@ -5,8 +5,9 @@
 #     4 streams, unshaped veth, so both are bound by CPU: throughput per CPU second
 #     says how much of the machine each tool's own work takes), rounds alternating;
 #   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
-#     samples) against the default step, and without the sojourn sampler (the BPF
-#     programs on every qdisc enqueue and dequeue) against with it;
+#     samples) against the default step, and with the sojourn sampler (the BPF
+#     programs on every qdisc enqueue and dequeue) against without it, in pairs of
+#     runs back to back;
 #   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, at the same time;
 #   - probe loss: an idle ping at a 10 ms interval over the scale run's length, and
 #     fping -p 10 alongside;
@@ -87,11 +88,28 @@ for r in $(seq "$rounds"); do
   mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
   echo "$r,step0.05,$mb,," >> "$work/tput.csv"
 
-  mb=$(run "$work/nosojourn.log" -H "$inv" -l "$secs" -d 0 --no-sampler sojourn tcp_4down | sum_row)
-  echo "$r,nosojourn,$mb,," >> "$work/tput.csv"
 done
 touch "$work/cpu-trace.stop"
 wait "$tracer"
+
+# The sojourn sampler's cost: runs in pairs, with and without it back to back,
+# which comes first alternating, so that the machine's drift between rounds (an
+# unshaped run's throughput moves by 10% or more from one minute to the next
+# here) is not taken for the sampler's; the row is the median of the pairs'
+# ratios.
+pairs=$((rounds * 2))
+for r in $(seq "$pairs"); do
+  order="with without"
+  [ $((r % 2)) -eq 0 ] && order="without with"
+  for o in $order; do
+    if [ "$o" = with ]; then
+      mb=$(run "$work/sojourn.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
+    else
+      mb=$(run "$work/nosojourn.log" -H "$inv" -l "$secs" -d 0 --no-sampler sojourn tcp_4down | sum_row)
+    fi
+    echo "$r,sojourn-$o,$mb,," >> "$work/tput.csv"
+  done
+done
 
 # Idle ping: both probe every 200 ms at the same time; the run is ping only, with a
 # delay, and its wall time is the overhead's measure.
@@ -192,7 +210,12 @@ rows = list(csv.DictReader(open(os.path.join(work, "tput.csv"))))
 def med(tool, key):
     return statistics.median(float(r[key]) for r in rows if r["tool"] == tool)
 bm, im, fm = med("bloatbench", "mbits"), med("iperf3", "mbits"), med("step0.05", "mbits")
-nm = med("nosojourn", "mbits")
+sw, sn = med("sojourn-with", "mbits"), med("sojourn-without", "mbits")
+pair = {}
+for r in rows:
+    if r["tool"].startswith("sojourn-"):
+        pair.setdefault(r["round"], {})[r["tool"]] = float(r["mbits"])
+sratio = statistics.median(p["sojourn-with"] / p["sojourn-without"] for p in pair.values())
 bc, ic = med("bloatbench", "cpu_seconds"), med("iperf3", "cpu_seconds")
 # Throughput per busy CPU second: the tools' efficiency when the CPU is the limit.
 be, ie = bm * secs / bc, im * secs / ic
@@ -281,7 +304,7 @@ print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
 print(f"| CPU busy in the streams' time (t0 + delay to + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
 print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
 print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2) | {fm:.0f} | {bm:.0f} | {fm/bm:.2f} |")
-print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue and dequeue), Mbit/s (vs --no-sampler sojourn) | {bm:.0f} | {nm:.0f} | {bm/nm:.2f} |")
+print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue and dequeue), Mbit/s (vs --no-sampler sojourn; {len(pair)} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:
     ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)

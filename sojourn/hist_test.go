@@ -3,6 +3,7 @@ package sojourn
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +91,18 @@ func TestCountsStatistics(t *testing.T) {
 	a.Add(Counts{40: 3, 90: 1})
 	if a[1] != 2 || a[40] != 4 || a[90] != 1 || a.Total() != 7 {
 		t.Errorf("Add: %v", a)
+	}
+}
+
+// The traced devices are constants of the programs, MaxDevices of them at most:
+// more is refused before anything is loaded, saying so.
+func TestOpenRefusesMoreDevicesThanItTraces(t *testing.T) {
+	devs := make([]string, MaxDevices+1)
+	for i := range devs {
+		devs[i] = "lo"
+	}
+	_, err := Open(devs)
+	if err == nil || !strings.Contains(err.Error(), "at most 16 devices") {
+		t.Fatalf("Open of %d devices: %v", len(devs), err)
 	}
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
+// MaxDevices is the most devices one Tracer traces (MAX_DEVS in bpf/sojourn.c).
+const MaxDevices = 16
+
 // MaxBulk is the longest bulk dequeue the programs follow (MAX_BULK in
 // bpf/sojourn.c): packets past it are counted in Hist.BeyondBulk.
 const MaxBulk = 256
@@ -62,7 +65,9 @@ type Tracer struct {
 }
 
 // Open loads the programs and traces devs, devices of this process's network
-// namespace (the calling thread's: a caller that setns(2)s locks its thread). Its errors say what is missing: BTF, the tracepoints, the privilege.
+// namespace (the calling thread's: a caller that setns(2)s locks its thread), at
+// most MaxDevices. Its errors say what is missing: BTF, the tracepoints, the
+// privilege.
 func Open(devs []string) (*Tracer, error) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, fmt.Errorf("the kernel has no BTF (/sys/kernel/btf/vmlinux: %w): build it with CONFIG_DEBUG_INFO_BTF", err)
@@ -71,19 +76,27 @@ func Open(devs []string) (*Tracer, error) {
 	if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
 		return nil, fmt.Errorf("this process's network namespace: %w", err)
 	}
+	if len(devs) > MaxDevices {
+		return nil, fmt.Errorf("sojourn traces at most %d devices of a host, not %d", MaxDevices, len(devs))
+	}
 	t := &Tracer{Devs: map[uint32]string{}}
-	keys := make([]sojournDevKey, 0, len(devs))
-	for _, d := range devs {
+	var ifindexes [MaxDevices]uint32
+	for i, d := range devs {
 		ifi, err := net.InterfaceByName(d)
 		if err != nil {
 			return nil, fmt.Errorf("device %s: %w", d, err)
 		}
-		keys = append(keys, sojournDevKey{Netns: uint32(st.Ino), Ifindex: uint32(ifi.Index)})
+		ifindexes[i] = uint32(ifi.Index)
 		t.Devs[uint32(ifi.Index)] = d
 	}
 	spec, err := loadSojourn()
 	if err != nil {
 		return nil, fmt.Errorf("load the sojourn programs: %w", err)
+	}
+	for name, v := range map[string]any{"netns_ino": uint32(st.Ino), "n_devs": uint32(len(devs)), "ifindexes": ifindexes} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("sojourn: set %s: %w", name, err)
+		}
 	}
 	// The tracepoints' programs and the maps first; the segments' program after,
 	// on its own, so that a kernel without fexit still gets the rest.
@@ -106,12 +119,6 @@ func Open(devs []string) (*Tracer, error) {
 		return nil, fmt.Errorf("load the sojourn programs: %w", err)
 	}
 	t.objs.sojournMaps, t.objs.OnEnqueue, t.objs.OnDequeue = core.sojournMaps, core.OnEnqueue, core.OnDequeue
-	for _, k := range keys {
-		if err := t.objs.Devices.Put(k, uint8(1)); err != nil {
-			t.Close()
-			return nil, fmt.Errorf("sojourn: trace device %d: %w", k.Ifindex, err)
-		}
-	}
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
@@ -133,7 +140,7 @@ func (t *Tracer) followSegments(spec *ebpf.CollectionSpec) error {
 	var seg struct {
 		OnSegment *ebpf.Program `ebpf:"on_segment"`
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"devices": t.objs.Devices, "stamps": t.objs.Stamps}}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"stamps": t.objs.Stamps}}
 	if err := spec.LoadAndAssign(&seg, opts); err != nil {
 		return fmt.Errorf("load the program on __skb_gso_segment's return: %w", err)
 	}

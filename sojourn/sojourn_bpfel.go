@@ -13,12 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type sojournDevKey struct {
-	_       structs.HostLayout
-	Netns   uint32
-	Ifindex uint32
-}
-
 type sojournHist struct {
 	_          structs.HostLayout
 	Count      [1024]uint64
@@ -48,12 +42,14 @@ type sojournStamp struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sojournMapDevices    = "devices"
 	sojournMapHists      = "hists"
 	sojournMapStamps     = "stamps"
 	sojournProgOnDequeue = "on_dequeue"
 	sojournProgOnEnqueue = "on_enqueue"
 	sojournProgOnSegment = "on_segment"
+	sojournVarIfindexes  = "ifindexes"
+	sojournVarN_devs     = "n_devs"
+	sojournVarNetnsIno   = "netns_ino"
 )
 
 // loadSojourn returns the embedded CollectionSpec for sojourn.
@@ -107,15 +103,17 @@ type sojournProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sojournMapSpecs struct {
-	Devices *ebpf.MapSpec `ebpf:"devices"`
-	Hists   *ebpf.MapSpec `ebpf:"hists"`
-	Stamps  *ebpf.MapSpec `ebpf:"stamps"`
+	Hists  *ebpf.MapSpec `ebpf:"hists"`
+	Stamps *ebpf.MapSpec `ebpf:"stamps"`
 }
 
 // sojournVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sojournVariableSpecs struct {
+	Ifindexes *ebpf.VariableSpec `ebpf:"ifindexes"`
+	N_devs    *ebpf.VariableSpec `ebpf:"n_devs"`
+	NetnsIno  *ebpf.VariableSpec `ebpf:"netns_ino"`
 }
 
 // sojournObjects contains all objects after they have been loaded into the kernel.
@@ -138,14 +136,12 @@ func (o *sojournObjects) Close() error {
 //
 // It can be passed to loadSojournObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sojournMaps struct {
-	Devices *ebpf.Map `ebpf:"devices"`
-	Hists   *ebpf.Map `ebpf:"hists"`
-	Stamps  *ebpf.Map `ebpf:"stamps"`
+	Hists  *ebpf.Map `ebpf:"hists"`
+	Stamps *ebpf.Map `ebpf:"stamps"`
 }
 
 func (m *sojournMaps) Close() error {
 	return _SojournClose(
-		m.Devices,
 		m.Hists,
 		m.Stamps,
 	)
@@ -155,6 +151,9 @@ func (m *sojournMaps) Close() error {
 //
 // It can be passed to loadSojournObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sojournVariables struct {
+	Ifindexes *ebpf.Variable `ebpf:"ifindexes"`
+	N_devs    *ebpf.Variable `ebpf:"n_devs"`
+	NetnsIno  *ebpf.Variable `ebpf:"netns_ino"`
 }
 
 // sojournPrograms contains all programs after they have been loaded into the kernel.
