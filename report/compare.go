@@ -150,15 +150,23 @@ func AllMetrics() []Metric {
 	return ms
 }
 
-// worstSojourn is the largest median sojourn of the run's devices; NaN without one.
-func worstSojourn(s Summary) float64 { return worstRow(SojournSuffix)(s) }
+// worstSojourn is the largest median sojourn of every packet in the run's
+// devices (not the echo packets' rows, which end in " sojourn" too); NaN without
+// one.
+func worstSojourn(s Summary) float64 { return worstRow(SojournSuffix, EchoSojournSuffix)(s) }
 
-// worstRow is the largest median of the run's qdisc rows ending in suffix, over
-// its devices; NaN without one.
-func worstRow(suffix string) func(Summary) float64 {
+// worstRow is the largest median of the run's qdisc rows ending in suffix and not
+// in not, over its devices; NaN without one.
+func worstRow(suffix string, not ...string) func(Summary) float64 {
 	return func(s Summary) float64 {
 		worst := math.NaN()
+	rows:
 		for _, r := range s.Rows {
+			for _, n := range not {
+				if strings.HasSuffix(r.Name, n) {
+					continue rows
+				}
+			}
 			if strings.HasPrefix(r.Name, "Qdisc ") && strings.HasSuffix(r.Name, suffix) && !math.IsNaN(r.Median) {
 				if math.IsNaN(worst) || r.Median > worst {
 					worst = r.Median

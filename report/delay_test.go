@@ -173,6 +173,10 @@ func TestDelayAttributionFromThePingsOwnPackets(t *testing.T) {
 	if r := rows["Qdisc server:eth1 sojourn"]; r.Median != 9 {
 		t.Errorf("every packet's sojourn row %+v", r)
 	}
+	// compare's sojourn line is every packet's, not the echo packets' row.
+	if got := worstSojourn(s); got != 9 {
+		t.Errorf("compare's Qdisc sojourn median %g, want every packet's 9", got)
+	}
 
 	run = withEcho(delayRun(10, delayDev{"server", "eth1", 125000, 0, 8}, delayDev{"client", "eth1", 0, 0, 5}), "server", "eth1", 8)
 	d = SummarizeWith(run, Options{}).Delay
