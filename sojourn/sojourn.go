@@ -69,15 +69,15 @@ type Tracer struct {
 // most MaxDevices. Its errors say what is missing: BTF, the tracepoints, the
 // privilege.
 func Open(devs []string) (*Tracer, error) {
+	if len(devs) > MaxDevices {
+		return nil, fmt.Errorf("sojourn traces at most %d devices of a host, not %d", MaxDevices, len(devs))
+	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, fmt.Errorf("the kernel has no BTF (/sys/kernel/btf/vmlinux: %w): build it with CONFIG_DEBUG_INFO_BTF", err)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
 		return nil, fmt.Errorf("this process's network namespace: %w", err)
-	}
-	if len(devs) > MaxDevices {
-		return nil, fmt.Errorf("sojourn traces at most %d devices of a host, not %d", MaxDevices, len(devs))
 	}
 	t := &Tracer{Devs: map[uint32]string{}}
 	var ifindexes [MaxDevices]uint32
