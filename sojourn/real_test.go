@@ -23,9 +23,7 @@ import (
 // Mbit/s (47 ms), so that the mean is half the maximum.
 func TestTracerOnARealQdisc(t *testing.T) {
 	a, sh := vethPair(t)
-	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "htb", "default", "1")
-	sh("tc", "-n", a, "class", "add", "dev", "v0", "parent", "1:", "classid", "1:1", "htb", "rate", "10mbit")
-	sh("tc", "-n", a, "qdisc", "add", "dev", "v0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "60000")
+	shapeTo10Mbit(sh, a)
 	enter(t, a)
 
 	tr, err := Open([]string{"v0"})
@@ -33,15 +31,7 @@ func TestTracerOnARealQdisc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := make([]byte, 1400)
-	for range 1000 {
-		c.Write(payload) // the bfifo's drops are not the socket's errors
-	}
-	c.Close()
+	udpBurst(t, 1000)
 	// The queue drains in 48 ms; the rest of a second is for the last dequeue.
 	time.Sleep(time.Second)
 	hs, err := tr.Read()
@@ -250,9 +240,7 @@ func TestTracerFollowsSegmentsCutInTheQdisc(t *testing.T) {
 // drain, two sent once it has drained wait nothing; the UDP packets are not in it.
 func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	a, sh := vethPair(t)
-	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "htb", "default", "1")
-	sh("tc", "-n", a, "class", "add", "dev", "v0", "parent", "1:", "classid", "1:1", "htb", "rate", "10mbit")
-	sh("tc", "-n", a, "qdisc", "add", "dev", "v0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "60000")
+	shapeTo10Mbit(sh, a)
 	// The neighbour entry first, so that the burst is not held for ARP.
 	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
 	enter(t, a)
@@ -261,15 +249,7 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := make([]byte, 1400)
-	for range 200 {
-		c.Write(payload)
-	}
-	c.Close()
+	udpBurst(t, 200)
 	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
 	time.Sleep(200 * time.Millisecond)
 	sh("ip", "netns", "exec", a, "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.9.0.2")
@@ -305,4 +285,26 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	if q := echo.Counts.Quantile(0.5) / 1e6; q > 1 {
 		t.Errorf("the requests sent into an empty queue waited %.2f ms (median)", q)
 	}
+}
+
+// shapeTo10Mbit puts htb at 10 Mbit/s with a 60,000-byte bfifo under it on v0 of
+// namespace a.
+func shapeTo10Mbit(sh func(args ...string) string, a string) {
+	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "htb", "default", "1")
+	sh("tc", "-n", a, "class", "add", "dev", "v0", "parent", "1:", "classid", "1:1", "htb", "rate", "10mbit")
+	sh("tc", "-n", a, "qdisc", "add", "dev", "v0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "60000")
+}
+
+// udpBurst sends n datagrams of 1400 bytes to the far end (10.9.0.2) at once.
+func udpBurst(t *testing.T, n int) {
+	t.Helper()
+	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1400)
+	for range n {
+		c.Write(payload) // the bfifo's drops are not the socket's errors
+	}
+	c.Close()
 }
