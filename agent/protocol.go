@@ -18,8 +18,9 @@ import (
 // ProtocolVersion changes when either side could misread the other. 2: jobs carry
 // their start time (an agent of 1 would start them at once); ping's reply says where
 // its timestamps come from. 3: one start request for every kind of job, looked up
-// in the agent's registry; agents declare the series they find.
-const ProtocolVersion = 3
+// in the agent's registry; agents declare the series they find. 4: jobs may be
+// prepared ahead of their start (OpPrepare).
+const ProtocolVersion = 4
 
 // Operations a request can ask for.
 const (
@@ -27,7 +28,12 @@ const (
 	OpClock = "clock" // what time is it, for the offset estimate
 	// OpStart starts a job of any kind the agent's registry has (runners.Kinds).
 	OpStart = "start"
-	OpStop  = "stop" // end a job early
+	// OpPrepare does the slow part of a job's start ahead of it, before the run
+	// picks its t0 (a kind's Prepare: the sojourn tracer's BPF programs, which an
+	// emulated guest takes seconds of CPU to verify); the start of that job name
+	// takes what it prepared. A kind with nothing to prepare answers at once.
+	OpPrepare = "prepare"
+	OpStop    = "stop" // end a job early
 	// OpExec runs a shell command on the host and answers with its output: the
 	// controller's tc, sysfs and ethtool work goes through the running agent, not a
 	// new SSH session (and login shell) per command.

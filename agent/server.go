@@ -27,6 +27,8 @@ const batchEvery = 100 * time.Millisecond
 // Server runs jobs for a controller on one endpoint.
 type Server struct {
 	Version string
+	// Kinds is the runner registry the agent serves; nil is runners.Kinds().
+	Kinds map[string]runners.Kind
 
 	out  *json.Encoder
 	outW *bufio.Writer
@@ -43,7 +45,17 @@ type Server struct {
 
 	jobsM sync.Mutex
 	jobs  map[string]context.CancelFunc
-	jobWG sync.WaitGroup
+	// prepared are the jobs prepared and not yet started, by name.
+	prepared map[string]*prep
+	jobWG    sync.WaitGroup
+}
+
+// prep is a job prepared ahead of its start: what its kind's Prepare returned,
+// held until a start of its name takes it, or a stop or the session's end closes it.
+type prep struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once Prepare has returned
+	res    io.Closer     // set before done is closed
 }
 
 // Serve reads requests from r and writes messages to w until r ends (the controller
@@ -55,7 +67,11 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	s.out = json.NewEncoder(s.outW)
 	s.batch = map[string][]datafile.Sample{}
 	s.jobs = map[string]context.CancelFunc{}
-	s.kinds = runners.Kinds()
+	s.prepared = map[string]*prep{}
+	s.kinds = s.Kinds
+	if s.kinds == nil {
+		s.kinds = runners.Kinds()
+	}
 	s.streams = runners.NewStreamGate()
 
 	flushDone := make(chan struct{})
@@ -89,6 +105,14 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	}
 	cancel()
 	s.jobWG.Wait()
+	// What was prepared for jobs that never started (the run failed before its
+	// start) is let go: a tracer's programs leave the kernel with it.
+	s.jobsM.Lock()
+	for name, p := range s.prepared {
+		closePrep(p)
+		delete(s.prepared, name)
+	}
+	s.jobsM.Unlock()
 	<-flushDone
 	s.flushBatch()
 	return readErr
@@ -157,6 +181,8 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		s.reply(req, Message{Clock: time.Now().UnixNano()}, nil)
 	case OpStart:
 		s.start(ctx, req)
+	case OpPrepare:
+		s.prepare(ctx, req)
 	case OpExec:
 		if req.Exec == nil {
 			s.reply(req, Message{}, errors.New("exec: no spec"))
@@ -172,9 +198,22 @@ func (s *Server) handle(ctx context.Context, req Request) {
 	case OpStop:
 		s.jobsM.Lock()
 		stop := s.jobs[req.Job]
+		p := s.prepared[req.Job]
+		delete(s.prepared, req.Job)
 		s.jobsM.Unlock()
 		if stop != nil {
 			stop()
+		}
+		if p != nil {
+			// A prepare still under way ends first; its closing does not hold up
+			// the read loop.
+			p.cancel()
+			s.jobWG.Add(1)
+			go func() {
+				defer s.jobWG.Done()
+				<-p.done
+				closePrep(p)
+			}()
 		}
 		s.reply(req, Message{}, nil)
 	default:
@@ -200,6 +239,34 @@ func (s *Server) start(ctx context.Context, req Request) {
 	if !ok {
 		return
 	}
+	env := s.env(req)
+	if p := s.takePrep(req.Job); p != nil {
+		select {
+		case <-p.done:
+			env.Prepared = p.res
+		case <-jctx.Done():
+			// The controller starts a job only once its prepare has answered; a
+			// start that came early waits no longer than the session.
+			s.jobWG.Add(1)
+			go func() {
+				defer s.jobWG.Done()
+				<-p.done
+				closePrep(p)
+			}()
+		}
+	}
+	job, started, err := kind.Start(jctx, *req.Start, env)
+	if err != nil {
+		s.endJob(req.Job, err, false)
+		s.reply(req, Message{}, fmt.Errorf("%s: %w", req.Start.Kind, err))
+		return
+	}
+	s.reply(req, Message{Port: started.Port, Timestamps: started.Timestamps, Message: started.Message}, nil)
+	s.runJob(req.Job, func() error { return job.Run(jctx) })
+}
+
+// env is what a job of req is given to report through.
+func (s *Server) env(req Request) runners.Env {
 	env := runners.Env{
 		Emit: s.emit,
 		// A declaration goes out at once, ahead of the batch that carries the
@@ -211,14 +278,69 @@ func (s *Server) start(ctx context.Context, req Request) {
 	if pair := req.Start.Pair; pair != "" {
 		env = pairEnv(env, pair)
 	}
-	job, started, err := kind.Start(jctx, *req.Start, env)
-	if err != nil {
-		s.endJob(req.Job, err, false)
-		s.reply(req, Message{}, fmt.Errorf("%s: %w", req.Start.Kind, err))
+	return env
+}
+
+// prepare runs a job's Prepare beside the read loop, which stays free for other
+// requests (a stop) however long the kernel takes, and answers when it is done.
+func (s *Server) prepare(ctx context.Context, req Request) {
+	if req.Start == nil {
+		s.reply(req, Message{}, errors.New("prepare: no spec"))
 		return
 	}
-	s.reply(req, Message{Port: started.Port, Timestamps: started.Timestamps, Message: started.Message}, nil)
-	s.runJob(req.Job, func() error { return job.Run(jctx) })
+	kind, ok := s.kinds[req.Start.Kind]
+	if !ok {
+		s.reply(req, Message{}, fmt.Errorf("no runner of kind %q here: this agent has %s (controller and agent versions differ?)",
+			req.Start.Kind, strings.Join(runners.KindNames(), ", ")))
+		return
+	}
+	if kind.Prepare == nil {
+		s.reply(req, Message{}, nil)
+		return
+	}
+	s.jobsM.Lock()
+	if req.Job == "" || s.jobs[req.Job] != nil || s.prepared[req.Job] != nil {
+		s.jobsM.Unlock()
+		s.reply(req, Message{}, fmt.Errorf("job name %q is empty or in use", req.Job))
+		return
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	p := &prep{cancel: cancel, done: make(chan struct{})}
+	s.prepared[req.Job] = p
+	s.jobsM.Unlock()
+	env := s.env(req)
+	s.jobWG.Add(1)
+	go func() {
+		defer s.jobWG.Done()
+		res, err := kind.Prepare(pctx, *req.Start, env)
+		p.res = res
+		close(p.done)
+		if err != nil {
+			if p := s.takePrep(req.Job); p != nil {
+				closePrep(p)
+			}
+			s.reply(req, Message{}, fmt.Errorf("%s: %w", req.Start.Kind, err))
+			return
+		}
+		s.reply(req, Message{}, nil)
+	}()
+}
+
+// takePrep takes the prepared job of that name off the list, if there is one.
+func (s *Server) takePrep(job string) *prep {
+	s.jobsM.Lock()
+	defer s.jobsM.Unlock()
+	p := s.prepared[job]
+	delete(s.prepared, job)
+	return p
+}
+
+// closePrep lets a prepared job's resources go; its Prepare has returned.
+func closePrep(p *prep) {
+	p.cancel()
+	if p.res != nil {
+		p.res.Close()
+	}
 }
 
 // pairEnv names what a job of one pair of a run with several yields for its pair.

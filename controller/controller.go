@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/agent"
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/tcrate"
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
@@ -725,6 +727,10 @@ type jobSet struct {
 	rec        *recorder
 	awaited    map[jobKey]bool
 	background map[jobKey]bool
+	// prepared are the jobs prepared and not yet started; the prepares go out
+	// at once, so this one map is guarded.
+	mu       sync.Mutex
+	prepared map[jobKey]bool
 }
 
 // start asks ep's agent to start a job of this run.
@@ -738,6 +744,9 @@ func (js *jobSet) start(ctx context.Context, ep *endpoint, req agent.Request, aw
 		return m, ep.deathErr(err)
 	}
 	k := jobKey{ep, req.Job}
+	js.mu.Lock()
+	delete(js.prepared, k)
+	js.mu.Unlock()
 	if awaited {
 		if js.awaited == nil {
 			js.awaited = map[jobKey]bool{}
@@ -750,6 +759,24 @@ func (js *jobSet) start(ctx context.Context, ep *endpoint, req agent.Request, aw
 		js.background[k] = true
 	}
 	return m, nil
+}
+
+// prepare asks ep's agent to prepare a job of this run, ahead of its start; until
+// then a stop of the run lets it go.
+func (js *jobSet) prepare(ctx context.Context, ep *endpoint, req agent.Request) error {
+	req.Job = js.rec.prefix + req.Job
+	cctx, cancel := context.WithTimeout(ctx, prepareWithin)
+	defer cancel()
+	js.mu.Lock()
+	if js.prepared == nil {
+		js.prepared = map[jobKey]bool{}
+	}
+	js.prepared[jobKey{ep, req.Job}] = true
+	js.mu.Unlock()
+	if _, err := ep.agent.Call(cctx, req); err != nil {
+		return ep.deathErr(err)
+	}
+	return nil
 }
 
 // ended takes a job's end off the set.
@@ -780,7 +807,13 @@ func (js *jobSet) stopAll(ctx context.Context) {
 	for k := range js.background {
 		left[k] = true
 	}
-	if len(left) == 0 {
+	// A job prepared and never started has no end to wait for: its stop lets
+	// go of what it holds (a tracer's programs) before the restore.
+	js.mu.Lock()
+	unstarted := slices.Collect(maps.Keys(js.prepared))
+	js.prepared = nil
+	js.mu.Unlock()
+	if len(left)+len(unstarted) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopWithin)
@@ -793,7 +826,7 @@ func (js *jobSet) stopAll(ctx context.Context) {
 	for k := range left {
 		keys = append(keys, k)
 	}
-	for _, k := range keys {
+	for _, k := range append(keys, unstarted...) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -1006,6 +1039,9 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
 	total := length + 2*delay
+	if err := o.prepare(ctx, eps, jobs); err != nil {
+		return err
+	}
 	// The devices' statistics before the run are read first: in an emulated guest
 	// each tc costs tens of ms, which would come out of the jobs' start lead.
 	pre := o.readStates(ctx, eps, "pre")
@@ -1018,7 +1054,7 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		Test: p.Test, Title: o.Title, Parameters: p.Parameters, StartTime: start, T0: datafile.Unix(start),
 		Length: length, Delay: delay, Step: step, TotalLength: total, Family: datafile.FamilyOf(server.host.TestIP),
 		ToolVersion: o.Version, CommandLine: o.CommandLine, Setup: setup.setup, Path: setup.path, Note: o.Note,
-		Aggregates: p.Aggregates,
+		Aggregates: p.Aggregates, Rates: o.configuredRates(eps),
 	}
 	for _, ep := range eps {
 		meta.Hosts = append(meta.Hosts, ep.info)
@@ -1116,6 +1152,83 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		w.Event(datafile.Event{T: datafile.Unix(now), Level: "info", Message: in.name + " started"})
 	}
 	return o.wait(ctx, eps, rec, jobs, time.Time{})
+}
+
+// configuredRates are the rates the bottleneck devices should drain at while
+// they have a queue: the setup's shaper where it has one; where the run leaves
+// the device's root qdisc as it found it (no setup, or one of ingress, path or
+// BQL alone), that qdisc's shaper as found (the local lab's htb); else the
+// inventory's rate for the device, else the link speed its kernel told at the
+// run's start.
+func (o *Options) configuredRates(eps []*endpoint) []datafile.DeviceRate {
+	facts := map[string]map[string]string{}
+	for _, ep := range eps {
+		facts[ep.host.Name] = ep.info.Facts
+	}
+	rootAsFound := o.Setup == nil || o.Setup.Root == nil && o.Setup.MQ == nil
+	var out []datafile.DeviceRate
+	for _, b := range o.Inventory.Bottleneck {
+		r := datafile.DeviceRate{Host: b.Host, Dev: b.Dev}
+		f := facts[b.Host]
+		r.Bits, r.Source = o.Setup.ShaperRate(false)
+		if r.Bits == 0 && rootAsFound {
+			r.Bits, r.Source = qdisc.FoundShaperRate(f["dev."+b.Dev+".qdiscs"], f["dev."+b.Dev+".classes"])
+		}
+		if r.Bits == 0 && b.Rate != "" {
+			if v, err := tcrate.Parse(b.Rate); err == nil {
+				r.Bits, r.Source = v, "inventory"
+			}
+		}
+		if r.Bits == 0 {
+			if mbit, err := strconv.ParseFloat(f["dev."+b.Dev+".speed"], 64); err == nil && mbit > 0 {
+				r.Bits, r.Source = mbit*1e6, "link speed"
+			}
+		}
+		if r.Bits > 0 {
+			out = append(out, r)
+		}
+		if v, what := o.Setup.ShaperRate(true); v > 0 {
+			out = append(out, datafile.DeviceRate{Host: b.Host, Dev: qdisc.IFBName(b.Dev), Bits: v, Source: what})
+		}
+	}
+	return out
+}
+
+// prepareWithin bounds a job's prepare: loading and verifying the sojourn
+// tracer's programs takes seconds of CPU in an emulated guest, not minutes.
+const prepareWithin = 2 * time.Minute
+
+// prepare has every agent do the slow part of its jobs' starts (runners.Kind's
+// Prepare) before t0 is picked, all hosts at once, and waits for them: what the
+// kernel spends loading a tracer is then neither late jobs nor delay in the run's
+// idle phase. A host whose prepare fails fails the run, as its start would.
+func (o *Options) prepare(ctx context.Context, eps []*endpoint, jobs *jobSet) error {
+	kinds := runners.Kinds()
+	var ins []instance
+	for _, in := range o.instances(eps, time.Time{}, "") {
+		if kinds[in.job.Kind].Prepare != nil {
+			ins = append(ins, in)
+		}
+	}
+	errs := make([]error, len(ins))
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			if err := jobs.prepare(ctx, in.ep, agent.Request{Op: agent.OpPrepare, Job: in.name, Start: &in.spec}); err != nil {
+				errs[i] = fmt.Errorf("prepare job %s (%s) on %s: %w", in.name, in.job.Kind, in.ep.host.Name, err)
+				return
+			}
+			o.logf("%s prepared on %s in %.1fs", in.name, in.ep.label, time.Since(began).Seconds())
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("run interrupted while preparing its jobs: %w", context.Cause(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // jobRole is the host role of the plan's job of that name.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
@@ -76,6 +77,10 @@ type Env struct {
 	// Streams bounds the agent's TCP streams in system calls at once, shared by
 	// every stream job of the agent; nil bounds nothing.
 	Streams *StreamGate
+	// Prepared is what the kind's Prepare returned for this job, when the
+	// controller had it prepared; Start owns it from then on (closes it when the
+	// job ends, or when Start fails).
+	Prepared io.Closer
 }
 
 // Started is what a kind says once its job is ready to run: the port it listens
@@ -106,6 +111,12 @@ type Kind struct {
 	// Start opens what the job needs (sockets, files) and returns it ready to run;
 	// it runs on the agent.
 	Start func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error)
+	// Prepare, where a kind has it, does the slow part of a start ahead of it,
+	// before the run picks t0: the controller waits for every prepare, so its time
+	// holds up no job's start and its CPU is not spent in the run's first idle
+	// seconds, whose ping is the baseline of every "over idle" number. Start gets
+	// what it returned in Env.Prepared; Start must also work without it.
+	Prepare func(ctx context.Context, spec JobSpec, env Env) (io.Closer, error)
 	// Background kinds run until the run stops them (a listener, a sampler); the
 	// others end by themselves, and the run waits for them.
 	Background bool

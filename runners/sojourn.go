@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -37,34 +38,81 @@ var sojournKind = Kind{
 		}
 		return nil, nil, nil
 	},
-	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+	Prepare: func(ctx context.Context, spec JobSpec, env Env) (io.Closer, error) {
 		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
+			return nil, err
+		}
+		tr, err := openTracer(spec)
+		return &loadedTracer{tr: tr, err: err}, nil
+	},
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		loaded, _ := env.Prepared.(*loadedTracer)
+		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
+			if loaded != nil {
+				loaded.Close()
+			}
 			return nil, Started{}, err
 		}
-		var devs []string
-		for _, d := range spec.Devs {
-			devs = append(devs, d.Name)
-		}
-		if len(devs) == 0 {
+		if len(spec.Devs) == 0 {
+			if loaded != nil {
+				loaded.Close()
+			}
 			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
 		}
-		// Loading is left to the job's run: the kernel's BTF is parsed and the
-		// programs verified there, which takes seconds in an emulated guest, and a
-		// job's start holds up every job after it.
+		devs := devNames(spec)
 		return JobFunc(func(ctx context.Context) error {
-			tr, err := sojourn.Open(devs)
-			if err != nil {
+			if loaded == nil {
+				// Not prepared ahead (an agent driven by hand): loading is left to
+				// the job's run, as a job's start holds up every job after it.
+				tr, err := openTracer(spec)
+				loaded = &loadedTracer{tr: tr, err: err}
+			}
+			defer loaded.Close()
+			if loaded.err != nil {
 				// Not the run's failure: the run goes on, its qdisc delay estimated.
-				env.Warn(fmt.Sprintf("no per-packet sojourn on %v: %v; the qdisc's delay is estimated from its backlog", devs, err))
+				env.Warn(fmt.Sprintf("no per-packet sojourn on %v: %v; the qdisc's delay is estimated from its backlog", devs, loaded.err))
 				return nil
 			}
-			defer tr.Close()
-			s := &sojournSampler{tr: tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}}
-			err = everyStep(ctx, spec.Start, spec.Step, s.step)
+			s := &sojournSampler{tr: loaded.tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}}
+			err := everyStep(ctx, spec.Start, spec.Step, s.step)
 			s.warnUnstamped()
 			return err
 		}), Started{Message: fmt.Sprintf("tracing the sojourn of every packet in the qdiscs of %v (BPF on qdisc_enqueue and qdisc_dequeue)", devs)}, nil
 	},
+}
+
+// loadedTracer is a sojourn job's tracer, loaded (or refused, err) by Prepare
+// ahead of the run: the kernel's BTF is parsed and the programs verified there,
+// which takes seconds of CPU in an emulated guest.
+type loadedTracer struct {
+	tr  *sojourn.Tracer
+	err error
+}
+
+// Close unloads the programs.
+func (l *loadedTracer) Close() error {
+	if l.tr == nil {
+		return nil
+	}
+	err := l.tr.Close()
+	l.tr = nil
+	return err
+}
+
+func devNames(spec JobSpec) []string {
+	var devs []string
+	for _, d := range spec.Devs {
+		devs = append(devs, d.Name)
+	}
+	return devs
+}
+
+// openTracer loads the programs for spec's devices; none is no tracer and no error.
+func openTracer(spec JobSpec) (*sojourn.Tracer, error) {
+	if len(spec.Devs) == 0 {
+		return nil, nil
+	}
+	return sojourn.Open(devNames(spec))
 }
 
 type sojournSampler struct {
