@@ -12,7 +12,8 @@ import (
 // needs to know of a host years later and what tells two nights' runs apart: the
 // kernel and its command line, the CPU, the TCP and net.core sysctls, the versions
 // of the qdisc modules loaded, and for each bottleneck device its driver and
-// firmware, offloads, channels, BQL limits and qdiscs as found. sysctls are read
+// firmware, offloads, channels, BQL limits, qdiscs and classes, and link speed (Mbit/s, as
+// the kernel has it: -1 or nothing where the driver cannot tell) as found. sysctls are read
 // with one grep (a fork per file costs seconds in an emulated guest). $@ are the
 // host's bottleneck devices.
 const factsOfHost = `echo "kernel.release=$(uname -r)"
@@ -36,6 +37,8 @@ for d in "$@"; do
     echo "dev.$d.bql.${q##*/}.limit_min=$(cat "$q/byte_queue_limits/limit_min")"
   done
   echo "dev.$d.qdiscs=$(tc qdisc show dev "$d" 2>/dev/null | tr '\n' ';')"
+  echo "dev.$d.classes=$(tc class show dev "$d" 2>/dev/null | tr '\n' ';')"
+  echo "dev.$d.speed=$(cat /sys/class/net/"$d"/speed 2>/dev/null)"
 done
 `
 

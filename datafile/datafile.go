@@ -80,6 +80,19 @@ type Metadata struct {
 	// Aggregates are the series the test computes from others, which reports
 	// compute as the file is read (flent's "TCP totals", "Ping (ms) avg").
 	Aggregates []Aggregate `json:"aggregates,omitempty"`
+	// Rates are the rates the bottleneck devices were configured to send at,
+	// where the run could tell: each queue's drain rate is read beside it.
+	Rates []DeviceRate `json:"rates,omitempty"`
+}
+
+// DeviceRate is a bottleneck device's configured rate and what configured it.
+type DeviceRate struct {
+	Host string  `json:"host"`
+	Dev  string  `json:"dev"`
+	Bits float64 `json:"bits_per_s"`
+	// Source is the setup's shaper ("htb rate", "tbf rate", "cake bandwidth"),
+	// "inventory" (the bottleneck's rate:) or "link speed" (the kernel's).
+	Source string `json:"source"`
 }
 
 // Aggregate is a series computed on the step grid from the series whose names

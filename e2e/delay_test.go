@@ -30,7 +30,8 @@ func runDelay(t *testing.T, stdout string) (map[string]float64, report.DelayAttr
 // rate it drained at and with the loaded ping's excess over idle (within 20%), and
 // the qdiscs under test hold at least 80% of that excess. With only the client's
 // device under test (an inventory that misses where the queue is), the run warns,
-// naming it, and the share is below 30%.
+// naming it, and the share is below 30%. The tracers are loaded before t0. A
+// queue that drains at half its configured rate is warned of.
 func TestDelayAttributionOnTheLab(t *testing.T) {
 	invPath, _ := lab(t, "--rate", "100mbit", "--queue", "bfifo:300000", "--gso", "off")
 	r := bb(t, "run", "-H", invPath, "-l", "8", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
@@ -52,11 +53,25 @@ func TestDelayAttributionOnTheLab(t *testing.T) {
 			t.Errorf("the server's median sojourn %.2f ms is not within 20%% of %s, %.2f ms", soj, c.what, c.v)
 		}
 	}
+	// The lab's htb, as the run found it, beside the rate the queue drained at.
+	if cr := m["Qdisc server:test0 configured rate"]; cr != 100 {
+		t.Errorf("the server's configured rate row is %v Mbit/s, want the lab's htb 100", cr)
+	}
+	t.Logf("the server's queue drained at a median %.2f Mbit/s of its configured 100", m["Qdisc server:test0 drain rate"])
 	if d.Source != "sojourn" || d.QdiscShare < 0.8 || len(d.Devices) != 2 {
 		t.Errorf("attribution %s: want the sojourn of both devices holding 80%% or more", b)
 	}
 	if strings.Contains(r.stderr, "warning: the qdiscs under test") {
 		t.Errorf("warned of the qdiscs under test:\n%s", r.stderr)
+	}
+	// The tracers are loaded before the run's clock starts, on both hosts, so that
+	// the kernel's work on them is not in the idle phase's ping (the controller's
+	// own log, in order).
+	running := strings.Index(r.stderr, "running tcp_4down")
+	for _, h := range []string{"client", "server"} {
+		if i := strings.Index(r.stderr, " prepared on "+h+" ("); i < 0 || running < 0 || i > running {
+			t.Errorf("the log does not say the %s's sojourn job was prepared before the run began:\n%s", h, r.stderr)
+		}
 	}
 
 	// The same lab, the inventory naming only the client's device.
@@ -84,5 +99,22 @@ func TestDelayAttributionOnTheLab(t *testing.T) {
 	}
 	if want := "warning: the qdiscs under test (client:test0) held"; !strings.Contains(r.stderr, want) {
 		t.Errorf("the run does not say %q:\n%s", want, r.stderr)
+	}
+
+	// A queue that drains slower than its configured rate: a setup shaping with
+	// htb at 100mbit whose child, a tbf at 50mbit, is a slower link behind it.
+	slow := strings.TrimSuffix(invPath, ".yaml") + "-slow.yaml"
+	spec := "setups:\n  slow-link:\n    rate: 100mbit\n    root: {kind: tbf, params: {rate: 50mbit, burst: \"6000\", latency: 100ms}}\n"
+	if err := os.WriteFile(slow, append(inv, spec...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = bb(t, "run", "-H", slow, "--setup", "slow-link", "-l", "8", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	m, _ = runDelay(t, r.stdout)
+	t.Logf("slow link: configured %.2f Mbit/s, drained at %.2f", m["Qdisc server:test0 configured rate"], m["Qdisc server:test0 drain rate"])
+	if want := "warning: qdisc server:test0 drained at a median "; !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "of its configured 100.00 Mbit/s (htb rate)") {
+		t.Errorf("the run does not say %q of its configured rate:\n%s", want, r.stderr)
 	}
 }

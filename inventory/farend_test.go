@@ -15,7 +15,7 @@ func TestForFarEnd(t *testing.T) {
 	if !c.Local() || c.TestIP != "10.0.0.1" || c.Name != "client" || s.Local() || s.SSH != "root@server.lab" || s.TestIP != "10.0.0.2" {
 		t.Errorf("hosts: client %+v, server %+v", c, s)
 	}
-	want := []Bottleneck{{"server", "eth1"}, {"client", "eth0"}, {"server", "eth2"}}
+	want := []Bottleneck{{Host: "server", Dev: "eth1"}, {Host: "client", Dev: "eth0"}, {Host: "server", Dev: "eth2"}}
 	if len(inv.Bottleneck) != 3 || inv.Bottleneck[0] != want[0] || inv.Bottleneck[1] != want[1] || inv.Bottleneck[2] != want[2] {
 		t.Errorf("bottleneck %+v", inv.Bottleneck)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/bloatbench/bloatbench/internal/tcrate"
 	"github.com/bloatbench/bloatbench/internal/yamlkeys"
 )
 
@@ -200,6 +201,11 @@ const MaxPairs = 64
 type Bottleneck struct {
 	Host string `yaml:"host"`
 	Dev  string `yaml:"dev"`
+	// Rate is the device's line rate where the kernel cannot tell it (a virtual
+	// NIC, a link that a modem or the host of a VM holds to its rate), in tc's
+	// words: what a run sets the rate its queue drained at beside, when its setup
+	// shapes with none of its own.
+	Rate string `yaml:"rate,omitempty"`
 }
 
 // Duration is a time.Duration written as Go writes it ("10s", "1m30s").
@@ -446,6 +452,11 @@ func (inv *Inventory) check(lines map[string]int) error {
 		if err := CheckDevName(b.Dev); err != nil {
 			return errAt(key+".dev", "%v", err)
 		}
+		if b.Rate != "" {
+			if _, err := tcrate.Parse(b.Rate); err != nil {
+				return errAt(key+".rate", "%v", err)
+			}
+		}
 	}
 	for i, p := range inv.PathDevices {
 		key := fmt.Sprintf("path_devices[%d]", i)
@@ -455,8 +466,11 @@ func (inv *Inventory) check(lines map[string]int) error {
 		if err := CheckDevName(p.Dev); err != nil {
 			return errAt(key+".dev", "%v", err)
 		}
+		if p.Rate != "" {
+			return errAt(key+".rate", "a path device has no rate of its own: netem's rate (netem: {rate: 100mbit}) limits the path")
+		}
 		for _, b := range inv.Bottleneck {
-			if b == p {
+			if b.Host == p.Host && b.Dev == p.Dev {
 				return errAt(key, "%s:%s is also a bottleneck: netem there would replace the qdisc under test; put path emulation on another device (a router's far side, or the endpoints behind a router)", p.Host, p.Dev)
 			}
 		}

@@ -262,7 +262,7 @@ func gaugeAt(series [][]datafile.Sample, from, to float64) map[float64]float64 {
 // delayRows are each bottleneck device's sojourn row (the kernel's histograms over
 // the window: avg, median, p99; the points are packets) and drain rate row
 // (Mbit/s, from the root qdisc's byte counter).
-func delayRows(devs map[string]*devSeries, order []string, from, to float64) []Row {
+func delayRows(devs map[string]*devSeries, order []string, rates map[string]datafile.DeviceRate, from, to float64) []Row {
 	var rows []Row
 	for _, name := range order {
 		d := devs[name]
@@ -284,8 +284,68 @@ func delayRows(devs map[string]*devSeries, order []string, from, to float64) []R
 			sort.Float64s(xs) // map order must not reach the row
 			rows = append(rows, rowOf("Qdisc "+name+DrainSuffix, "Mbit/s", xs))
 		}
+		if r, ok := rates[name]; ok {
+			rows = append(rows, rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", []float64{r.Bits / 1e6}))
+		}
 	}
 	return rows
+}
+
+// ConfiguredSuffix ends a bottleneck device's configured rate row, "Qdisc
+// HOST:DEV configured rate" (Mbit/s): its setup's shaper, the inventory's rate for
+// it or its link speed (the data file's rates), beside its drain rate.
+const ConfiguredSuffix = " configured rate"
+
+// SlowDrain is the share of its configured rate below which a queue drained,
+// while it held one, is worth a warning: the link gives less than the rate the
+// reader works from (a slower negotiated speed, a shaper upstream, another
+// sender), and the queue's delay is more than its backlog over that rate.
+const SlowDrain = 0.9
+
+// standingQueue is the backlog (bytes) from which a step is one where the qdisc
+// held a queue, and so should have drained at its rate: two full-size packets.
+const standingQueue = 2 * 1514
+
+// minQueuedSteps is the least number of such steps the warning takes a median of.
+const minQueuedSteps = 5
+
+// rateMap is the file's configured rates by HOST:DEV.
+func rateMap(rates []datafile.DeviceRate) map[string]datafile.DeviceRate {
+	out := map[string]datafile.DeviceRate{}
+	for _, r := range rates {
+		if r.Bits > 0 && !math.IsInf(r.Bits, 0) {
+			out[r.Host+":"+r.Dev] = r
+		}
+	}
+	return out
+}
+
+// slowDrains are the warnings for devices whose queue drained, over the steps
+// in (from, to] that it held one, at a median below SlowDrain of its configured
+// rate.
+func slowDrains(devs map[string]*devSeries, order []string, rates map[string]datafile.DeviceRate, from, to float64) []string {
+	var out []string
+	for _, name := range order {
+		d, r := devs[name], rates[name]
+		if r.Bits == 0 || len(d.backlog) == 0 {
+			continue
+		}
+		backlog := gaugeAt([][]datafile.Sample{d.backlog}, from, to)
+		var queued []float64
+		for t, bps := range drainRates(d.bytes, from, to) {
+			if backlog[t] >= standingQueue {
+				queued = append(queued, bps*8)
+			}
+		}
+		if len(queued) < minQueuedSteps {
+			continue
+		}
+		if m := Median(queued); m < SlowDrain*r.Bits {
+			out = append(out, fmt.Sprintf("qdisc %s drained at a median %.2f Mbit/s over the %d steps it held a queue, %.0f%% of its configured %.2f Mbit/s (%s): the link gives less than that rate, and its queue's delay is more than its backlog over it",
+				name, m/1e6, len(queued), 100*m/r.Bits, r.Bits/1e6, r.Source))
+		}
+	}
+	return out
 }
 
 // attribute splits the excess of the loaded ping's median over its idle median

@@ -189,3 +189,52 @@ func TestDelayAttributionFromThePingsOwnPackets(t *testing.T) {
 		}
 	}
 }
+
+// The configured rate beside the drain rate, and the warning when a queue drained
+// slower than it: delayRun's devices drain at 100 Mbit/s.
+func TestConfiguredRate(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		rate    float64
+		backlog float64
+		warn    string // in the warning; "" for none
+	}{
+		{"drains at its rate", 100e6, 125000, ""},
+		{"drains a little slower", 105e6, 125000, ""},
+		{"drains at 80% of it", 125e6, 125000, "qdisc server:eth1 drained at a median 100.00 Mbit/s over the 20 steps it held a queue, 80% of its configured 125.00 Mbit/s (htb rate)"},
+		// An idle link drains at what it is given: no queue, no warning.
+		{"no queue", 125e6, 1000, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := delayRun(10, delayDev{"server", "eth1", c.backlog, 0, -1})
+			run.Metadata.Rates = []datafile.DeviceRate{{Host: "server", Dev: "eth1", Bits: c.rate, Source: "htb rate"},
+				{Host: "router", Dev: "eth9", Bits: 1e9, Source: "link speed"}} // no series: no row
+			s := SummarizeWith(run, Options{})
+			var rows []string
+			for _, r := range s.Rows {
+				if strings.HasSuffix(r.Name, ConfiguredSuffix) {
+					rows = append(rows, r.Name)
+					if r.Median != c.rate/1e6 || r.Avg != c.rate/1e6 || r.Units != "Mbit/s" {
+						t.Errorf("row %+v", r)
+					}
+				}
+			}
+			if len(rows) != 1 || rows[0] != "Qdisc server:eth1 configured rate" {
+				t.Errorf("configured rate rows %q", rows)
+			}
+			var drained []string
+			for _, w := range s.QueueWarnings {
+				if strings.Contains(w, " drained at ") {
+					drained = append(drained, w)
+				}
+			}
+			w := strings.Join(drained, "\n")
+			if c.warn == "" && w != "" || c.warn != "" && !strings.Contains(w, c.warn) {
+				t.Errorf("queue warnings %q, want %q", w, c.warn)
+			}
+			if w != "" && !strings.Contains(strings.Join(s.Warnings, "\n"), w) {
+				t.Errorf("the summary's warnings %q lack %q", s.Warnings, w)
+			}
+		})
+	}
+}

@@ -44,9 +44,12 @@ type Summary struct {
 	// Cut is the window the summary was limited to, seconds into the run; nil = all.
 	Cut  *[2]float64
 	Rows []Row
-	// Warnings name the series that miss more than MaxGridMiss of their grid, and
-	// a run whose qdiscs under test were not where its delay was.
+	// Warnings name the series that miss more than MaxGridMiss of their grid, a
+	// run whose qdiscs under test were not where its delay was, and a queue that
+	// drained slower than its configured rate.
 	Warnings []string
+	// QueueWarnings are the last two kinds alone: what a run says on stderr too.
+	QueueWarnings []string
 	// Delay says where the loaded ping's delay went; nil without ping or bottleneck
 	// statistics.
 	Delay *DelayAttribution
@@ -272,7 +275,8 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	lf, lt := math.Max(loadStart, from), math.Min(loadEnd, to)
 	s.Rows = append(s.Rows, bottleneckRows(run, lf, lt)...)
 	devs, devOrder := deviceSeries(run)
-	s.Rows = append(s.Rows, delayRows(devs, devOrder, lf, lt)...)
+	rates := rateMap(m.Rates)
+	s.Rows = append(s.Rows, delayRows(devs, devOrder, rates, lf, lt)...)
 	if o.Cut == nil {
 		// Without a cut flent prints the mean its runner reported and counts its grid
 		// (a cut makes it count the values): a row of a series' own name does too.
@@ -289,8 +293,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	s.Warnings = GridWarnings(run, from, to)
 	s.Delay = attribute(s.Rows, devs, devOrder, lf, lt)
 	if w := s.Delay.Warning(); w != "" {
-		s.Warnings = append(s.Warnings, w)
+		s.QueueWarnings = append(s.QueueWarnings, w)
 	}
+	s.QueueWarnings = append(s.QueueWarnings, slowDrains(devs, devOrder, rates, lf, lt)...)
+	s.Warnings = append(s.Warnings, s.QueueWarnings...)
 	return s
 }
 

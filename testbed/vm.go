@@ -578,7 +578,9 @@ func (l *Lab) writeVMInventory() error {
 		// With a router the bottlenecks are its two devices, else each end's.
 		if l.VMOptions.Router == (g.Role == "router") {
 			for _, k := range g.Links {
-				inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: g.Role, Dev: k.Dev})
+				// The guest's virtio-net cannot tell the line rate the host holds
+				// it to: the inventory does, for the drain rate's row beside it.
+				inv.Bottleneck = append(inv.Bottleneck, inventory.Bottleneck{Host: g.Role, Dev: k.Dev, Rate: l.VMOptions.Rate})
 			}
 		}
 	}

@@ -345,9 +345,10 @@ func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, prog 
 		if err := report.Write(c.Root().Writer, c.String("format"), []report.Summary{sum}, cols); err != nil {
 			return path, err
 		}
-		// The run's queue was not where it was tested: said on stderr too, where a
-		// run's warnings go, and not only in the table a script may not read.
-		if w := sum.Delay.Warning(); w != "" {
+		// The run's queue was not where it was tested, or drained slower than
+		// configured: said on stderr too, where a run's warnings go, and not only
+		// in the table a script may not read.
+		for _, w := range sum.QueueWarnings {
 			fmt.Fprintln(c.Root().ErrWriter, "warning:", w)
 		}
 		fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
