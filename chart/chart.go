@@ -69,7 +69,7 @@ var layoutDefs = []layoutDef{
 		func(rs []*runData, o Options, _ vg.Length) (*figure, error) { return pingCDF(rs, o) }},
 	{"totals", "per run, the mean download and upload sums and the mean latency under load, as bars (flent's totals)", 600, totals},
 	{"box_totals", "per run, box plots of the download and upload sums per step and of the latency under load (flent's box_totals)", 600, boxTotals},
-	{"qdisc", "the bottleneck over time: backlog, drops, ECN marks and sojourn time where recorded", 1000,
+	{"qdisc", "the bottleneck over time: backlog, drops, ECN marks, sojourn time and fq_codel's and fq_pie's new and old flow lists where recorded", 1000,
 		func(rs []*runData, o Options, _ vg.Length) (*figure, error) { return qdiscFigure(rs, o) }},
 }
 

@@ -328,3 +328,37 @@ func TestSojournLines(t *testing.T) {
 		})
 	}
 }
+
+// The flow lists panel: fq_codel's new and old flow lists, every mq child's
+// together, a line per device and list; other statistics are not in it.
+func TestFlowListLines(t *testing.T) {
+	d := &datafile.Run{Metadata: datafile.Metadata{Test: "tcp_4down", T0: 100, Length: 2, Step: 0.5, TotalLength: 2},
+		Samples: map[string][]datafile.Sample{}}
+	add := func(where, field string, vs ...float64) {
+		se := datafile.Series{Name: "qdisc router:test0 " + where + " " + field, Kind: datafile.KindQdisc, Host: "router", Dev: "test0", Stat: where + " " + field}
+		d.Series = append(d.Series, se)
+		for i, v := range vs {
+			d.Samples[se.Name] = append(d.Samples[se.Name], datafile.Sample{T: 100 + 0.5*float64(i+1), V: v})
+		}
+	}
+	add("1:1", "new_flows_len", 1, 0, 2)
+	add("1:2", "new_flows_len", 0, 1, 1)
+	add("1:1", "old_flows_len", 2, 2, 2)
+	add("1:1", "backlog", 3000, 3000, 3000)
+	ls := prepare([]*datafile.Run{d}, Options{})[0].qdiscLines(qFlows)
+	want := map[string][]float64{"router:test0 new flows": {1, 1, 3}, "router:test0 old flows": {2, 2, 2}}
+	if len(ls) != len(want) {
+		t.Fatalf("%d lines, want %d", len(ls), len(want))
+	}
+	for _, l := range ls {
+		w, ok := want[l.name]
+		if !ok || len(l.pts) != len(w) {
+			t.Fatalf("line %q with %d points", l.name, len(l.pts))
+		}
+		for i, p := range l.pts {
+			if p.y != w[i] || math.Abs(p.x-0.5*float64(i+1)) > 1e-9 {
+				t.Errorf("%s point %d: (%v, %v), want (%v, %v)", l.name, i, p.x, p.y, 0.5*float64(i+1), w[i])
+			}
+		}
+	}
+}

@@ -289,6 +289,7 @@ const (
 	qDrops   = "drops"
 	qMarks   = "ECN marks"
 	qSojourn = "sojourn"
+	qFlows   = "flows"
 )
 
 // kindSojourn is the kind of a sojourn series the sojourn sampler records: each
@@ -314,22 +315,9 @@ func sojournSeries(se datafile.Series) (name string, ok bool) {
 // cake tin's average delay. All are in microseconds (qdisc.Units). The summary has
 // no row of them.
 func sojournStat(se datafile.Series) (name string, ok bool) {
-	if se.Kind != datafile.KindQdisc {
+	where, field, f, ok := qdiscField(se)
+	if !ok {
 		return "", false
-	}
-	stat := se.Stat
-	if se.Dev == "" || stat == "" {
-		// "qdisc HOST:DEV WHERE FIELD", as files before those fields name it.
-		parts := strings.SplitN(se.Name, " ", 3)
-		if len(parts) < 3 {
-			return "", false
-		}
-		stat = parts[2]
-	}
-	where, field, _ := strings.Cut(stat, " ")
-	f := field
-	if i := strings.LastIndexByte(f, '.'); i >= 0 {
-		f = f[i+1:]
 	}
 	switch f {
 	case "delay", "delay_c", "delay_l", "avg_delay_us":
@@ -339,6 +327,30 @@ func sojournStat(se datafile.Series) (name string, ok bool) {
 		return where + " " + field, true
 	}
 	return "", false
+}
+
+// qdiscField splits a qdisc statistic into where it was read ("root", "1:1"),
+// its field as recorded ("delay_c", "tins.0.avg_delay_us") and the field's last
+// part; ok is false for other series.
+func qdiscField(se datafile.Series) (where, field, last string, ok bool) {
+	if se.Kind != datafile.KindQdisc {
+		return "", "", "", false
+	}
+	stat := se.Stat
+	if se.Dev == "" || stat == "" {
+		// "qdisc HOST:DEV WHERE FIELD", as files before those fields name it.
+		parts := strings.SplitN(se.Name, " ", 3)
+		if len(parts) < 3 {
+			return "", "", "", false
+		}
+		stat = parts[2]
+	}
+	where, field, _ = strings.Cut(stat, " ")
+	last = field
+	if i := strings.LastIndexByte(last, '.'); i >= 0 {
+		last = last[i+1:]
+	}
+	return where, field, last, true
 }
 
 // devOf is the host:dev a bottleneck series was sampled on.
@@ -370,6 +382,17 @@ func (r *runData) qdiscLines(panel string) []line {
 	}
 	for _, se := range r.run.Series {
 		ss := r.run.Samples[se.Name]
+		if panel == qFlows {
+			// Every child's lists together: a device's flows, as its qdiscs
+			// (mq's children) hold them.
+			if st, ok := report.FlowList(se); ok {
+				a := get(st.Host+":"+st.Dev+" "+st.Row, false)
+				for _, s := range ss {
+					a.byT[s.T] += s.V
+				}
+			}
+			continue
+		}
 		if panel == qSojourn {
 			if stat, ok := sojournStat(se); ok {
 				a := get(devOf(se)+" "+stat, false)

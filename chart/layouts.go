@@ -459,6 +459,7 @@ var qdiscPanels = []struct{ id, label string }{
 	{qDrops, "Drops (pkts/s)"},
 	{qMarks, "ECN marks (pkts/s)"},
 	{qSojourn, "Sojourn (ms)"},
+	{qFlows, "Flow lists (flows)"},
 }
 
 // qdiscFigure is the bottleneck over time: a panel per statistic any run recorded,

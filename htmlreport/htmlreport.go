@@ -101,6 +101,10 @@ func Write(w io.Writer, title string, runs []Run) error {
 		if c := bottleneck(id, name, r.Data); c != nil {
 			cs = append(cs, named{id, c})
 		}
+		id = fmt.Sprintf("qi%d", i)
+		if c := insideQdisc(id, name, r.Data); c != nil {
+			cs = append(cs, named{id, c})
+		}
 		for k, c := range others(fmt.Sprintf("ot%d-", i), name, r.Data, sc) {
 			cs = append(cs, named{fmt.Sprintf("ot%d-%d", i, k), c})
 		}
@@ -445,6 +449,66 @@ func bottleneck(id, name string, d *datafile.Run) *charts.Line {
 	}
 	draw(gauges, 0)
 	draw(counters, 1)
+	return line
+}
+
+// insideQdisc draws what the qdiscs say of their own queues: each step's median
+// sojourn per qdisc, from the kernel's histograms (ms), and fq_codel's and
+// fq_pie's new and old flow lists per device (flows, second axis); nil when the
+// run recorded neither.
+func insideQdisc(id, name string, d *datafile.Run) *charts.Line {
+	sojourn, lists := map[string]map[float64]float64{}, map[string]map[float64]float64{}
+	at := func(m map[string]map[float64]float64, k string) map[float64]float64 {
+		if m[k] == nil {
+			m[k] = map[float64]float64{}
+		}
+		return m[k]
+	}
+	for _, se := range d.Series {
+		ss := d.Samples[se.Name]
+		if se.Kind == datafile.KindSojourn {
+			byStep := map[float64][]datafile.Sample{}
+			for _, s := range ss {
+				byStep[s.T] = append(byStep[s.T], s)
+			}
+			m := at(sojourn, se.Name+" median (ms)")
+			for t, buckets := range byStep {
+				m[t] = report.HistQuantile(buckets, 0.5)
+			}
+			continue
+		}
+		if st, ok := report.FlowList(se); ok {
+			m := at(lists, st.Host+":"+st.Dev+" "+st.Row)
+			for _, s := range ss {
+				m[s.T] += s.V
+			}
+		}
+	}
+	if len(sojourn) == 0 && len(lists) == 0 {
+		return nil
+	}
+	line := overTime(id, "Inside the qdiscs over time", name, "ms", 0, "flows", 0)
+	draw := func(m map[string]map[float64]float64, axis int) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ts := make([]float64, 0, len(m[k]))
+			for t := range m[k] {
+				ts = append(ts, t)
+			}
+			sort.Float64s(ts)
+			vs := make([]float64, len(ts))
+			for i, t := range ts {
+				vs[i] = m[k][t]
+			}
+			line.AddSeries(k, points(d.Metadata.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{YAxisIndex: axis, ShowSymbol: opts.Bool(false)}))
+		}
+	}
+	draw(sojourn, 0)
+	draw(lists, 1)
 	return line
 }
 

@@ -252,3 +252,39 @@ func TestHugeValuesLeftOut(t *testing.T) {
 		t.Error("the flows are not drawn")
 	}
 }
+
+// A run with the sojourn tracer's histograms and fq_codel's flow lists has a chart
+// of them: each step's median sojourn per qdisc, and the lists per device, mq's
+// children added up; a run with neither has none.
+func TestInsideTheQdiscs(t *testing.T) {
+	d := run("MQ + FQ_CODEL", 5)
+	t0 := d.Metadata.T0
+	soj := datafile.Series{Name: "sojourn server:eth0 1:", Kind: datafile.KindSojourn, Units: "ms", Host: "server", Dev: "eth0", Stat: "1:"}
+	d.Series = append(d.Series, soj)
+	for k := 1; k <= 4; k++ {
+		t := t0 + float64(k)*0.5
+		// Per step, 10 packets at 2 ms and 30 at 8 ms: the median 8.
+		d.Samples[soj.Name] = append(d.Samples[soj.Name], datafile.Sample{T: t, V: 2, Dur: 0.5, N: 10}, datafile.Sample{T: t, V: 8, Dur: 0.5, N: 30})
+	}
+	for _, where := range []string{"1:1", "1:2"} {
+		se := datafile.Series{Name: "qdisc server:eth0 " + where + " new_flows_len", Kind: datafile.KindQdisc, Host: "server", Dev: "eth0", Stat: where + " new_flows_len"}
+		d.Series = append(d.Series, se)
+		for k := 1; k <= 4; k++ {
+			d.Samples[se.Name] = append(d.Samples[se.Name], datafile.Sample{T: t0 + float64(k)*0.5, V: 2})
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, "inside", []Run{RunOf(d), RunOf(run("PFIFO", 40))}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if !strings.Contains(page, `id="qi0"`) || strings.Contains(page, `id="qi1"`) {
+		t.Errorf("want a chart inside the qdiscs for the first run alone")
+	}
+	for _, want := range []string{`"name":"sojourn server:eth0 1: median (ms)"`, `"name":"server:eth0 new flows"`, `"name":"flows"`,
+		`[0.5,8]`, `[2,8]`, `[0.5,4]`, `[2,4]`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}

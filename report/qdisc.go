@@ -141,16 +141,10 @@ type DevStat struct {
 	Counter bool
 }
 
-// BottleneckStat classifies a series for every report that shows the bottleneck
-// (summary, compare, plot), so that they agree: a cake's ECN marks are its tins'
-// (it has no total of its own), an fq_codel's its root's. Series carry their
-// device and statistic (Dev, Queue, Stat); files from before those fields say the
-// same in the name ("qdisc HOST:DEV WHERE FIELD", "bql HOST:DEV tx-N STAT").
-func BottleneckStat(se datafile.Series) (DevStat, bool) {
-	if se.Kind != datafile.KindQdisc && se.Kind != datafile.KindBQL {
-		return DevStat{}, false
-	}
-	host, dev, stat := se.Host, se.Dev, se.Stat
+// placeOf is a device series' host, device and statistic ("1:1 new_flows_len",
+// "inflight"): its fields, or in files from before them its name's words.
+func placeOf(se datafile.Series) (host, dev, stat string) {
+	host, dev, stat = se.Host, se.Dev, se.Stat
 	if dev == "" || stat == "" {
 		_, rest, _ := strings.Cut(se.Name, " ")
 		hostDev, s, _ := strings.Cut(rest, " ")
@@ -160,6 +154,38 @@ func BottleneckStat(se datafile.Series) (DevStat, bool) {
 			_, stat, _ = strings.Cut(s, " ") // "tx-0 inflight"
 		}
 	}
+	return host, dev, stat
+}
+
+// FlowList classifies, for the plots, the lengths of a flow-queuing qdisc's
+// lists (fq_codel's and fq_pie's new_flows_len and old_flows_len, of any qdisc
+// on the device: mq's children add up): Row is "new flows" or "old flows". A
+// flow that sends in bursts is new again after each and served ahead of the
+// flows that keep a queue, which stay old; how many of each the qdisc holds is
+// its picture over time, and no summary row.
+func FlowList(se datafile.Series) (DevStat, bool) {
+	if se.Kind != datafile.KindQdisc {
+		return DevStat{}, false
+	}
+	host, dev, stat := placeOf(se)
+	_, field, _ := strings.Cut(stat, " ")
+	list := map[string]string{"new_flows_len": "new flows", "old_flows_len": "old flows"}[field]
+	if list == "" || dev == "" {
+		return DevStat{}, false
+	}
+	return DevStat{Host: host, Dev: dev, Row: list}, true
+}
+
+// BottleneckStat classifies a series for every report that shows the bottleneck
+// (summary, compare, plot), so that they agree: a cake's ECN marks are its tins'
+// (it has no total of its own), an fq_codel's its root's. Series carry their
+// device and statistic (Dev, Queue, Stat); files from before those fields say the
+// same in the name ("qdisc HOST:DEV WHERE FIELD", "bql HOST:DEV tx-N STAT").
+func BottleneckStat(se datafile.Series) (DevStat, bool) {
+	if se.Kind != datafile.KindQdisc && se.Kind != datafile.KindBQL {
+		return DevStat{}, false
+	}
+	host, dev, stat := placeOf(se)
 	st := DevStat{Host: host, Dev: dev}
 	if se.Kind == datafile.KindBQL {
 		switch stat {
