@@ -18,17 +18,8 @@ demo: deps build
 	./bloatbench run -H local --local-rate 100mbit --local-queue bfifo:300000 --local-gso off -l 20 -d 2 -t 'htb 100mbit, bfifo 300000' tcp_4down
 
 test: deps
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
-	bash scripts/check-generated
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
-	@# The local lab's e2e package runs longer than go test's default 10 minutes.
-	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v /e2e/vmlab)
-	@# The race detector over the unit packages (e2e drives a built binary).
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
-	@# The VM lab stage runs alone: QEMU's emulation takes both cores, and the local
-	@# lab's timing checks must not share them. -v prints its checks table.
-	$(GO) test -count=1 -timeout 45m -v -run TestVMLab ./e2e/vmlab
+	@# Each stage timed, the times printed at the end (scripts/test).
+	GO=$(GO) STATICCHECK=$(STATICCHECK) bash scripts/test
 
 # docs/man/bloatbench.1, from the command tree (urfave/cli-docs' markdown through
 # go-md2man); cmd/bloatbench's TestManPage fails while the committed page is stale.
