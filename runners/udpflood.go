@@ -184,15 +184,19 @@ type floodParams struct {
 	Bandwidth  rateParam    `json:"bandwidth,omitempty"`
 	PacketSize *wholeNumber `json:"packet_size,omitempty"`
 	TOS        tosParam     `json:"tos,omitempty"`
+	// ECN is the codepoint the datagrams carry (notect, ect0, ect1, ce): an
+	// unresponsive ECT(1) flood is what overloads an L4S queue.
+	ECN textParam `json:"ecn,omitempty"`
 }
 
 // floodConfig is a udp-flood job's parameters resolved.
 type floodConfig struct {
-	series string
-	flows  int
-	bps    float64 // per flow; 0: unlimited
-	size   int
-	tos    int // -1: unmarked
+	series  string
+	flows   int
+	bps     float64 // per flow; 0: unlimited
+	size    int
+	tos     int    // -1: unmarked; the ECN field included
+	marking string // as the series record it
 }
 
 // resolve checks p and fills in the defaults; the controller and the agent both
@@ -222,13 +226,11 @@ func (p floodParams) resolve() (floodConfig, error) {
 		}
 		c.size = int(*p.PacketSize)
 	}
-	if p.TOS != "" {
-		v, err := ParseTOS(string(p.TOS))
-		if err != nil {
-			return floodConfig{}, fmt.Errorf("tos: %w", err)
-		}
-		c.tos = v
+	v, label, err := marking(string(p.TOS), string(p.ECN))
+	if err != nil {
+		return floodConfig{}, err
 	}
+	c.tos, c.marking = v, label
 	return c, nil
 }
 
@@ -652,7 +654,7 @@ var udpFloodKind = Kind{
 				{udpRxSuffix, "packets/s", datafile.HostPeer},
 			} {
 				s := datafile.Series{Name: name + se.suffix, Kind: KindUDP, Units: se.units, Host: se.host,
-					Direction: Upload, Flow: flow, Marking: string(p.TOS)}
+					Direction: Upload, Flow: flow, Marking: c.marking}
 				if err := pl.Claim(s.Name); err != nil {
 					return nil, nil, err
 				}

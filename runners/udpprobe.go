@@ -205,6 +205,9 @@ type udpProbeParams struct {
 	Interval seconds     `json:"interval,omitempty"`
 	Size     wholeNumber `json:"size,omitempty"`
 	TOS      tosParam    `json:"tos,omitempty"`
+	// ECN is the codepoint the probes and their replies carry (notect, ect0,
+	// ect1, ce): ect1 takes an L4S queue, notect the classic one.
+	ECN textParam `json:"ecn,omitempty"`
 }
 
 // udpProbeConfig is a probe job's parameters resolved.
@@ -212,7 +215,8 @@ type udpProbeConfig struct {
 	series   string
 	interval float64 // seconds; 0: the run's step
 	size     int
-	tos      int // -1: unmarked
+	tos      int    // -1: unmarked; the ECN field included
+	marking  string // as the series record it
 }
 
 // resolve checks p and fills in the defaults. The controller and the agent both
@@ -232,17 +236,16 @@ func (p udpProbeParams) resolve() (udpProbeConfig, error) {
 		return udpProbeConfig{}, fmt.Errorf("size %d: want 0 (the default, %d) or %d (the header) to %d bytes",
 			p.Size, DefaultUDPProbeSize, udpProbeHeader, MaxUDPRRSize)
 	}
-	if p.TOS != "" {
-		v, err := ParseTOS(string(p.TOS))
-		if err != nil {
-			return udpProbeConfig{}, fmt.Errorf("tos: %w", err)
-		}
-		c.tos = v
+	v, label, err := marking(string(p.TOS), string(p.ECN))
+	if err != nil {
+		return udpProbeConfig{}, err
 	}
+	c.tos, c.marking = v, label
 	return c, nil
 }
 
-// params is what the controller hands the agent: every value spelled out.
+// params is what the controller hands the agent: every value spelled out (the
+// codepoint in the TOS byte).
 func (c udpProbeConfig) params() udpProbeParams {
 	p := udpProbeParams{Series: c.series, Interval: seconds(c.interval), Size: wholeNumber(c.size)}
 	if c.tos >= 0 {
@@ -391,7 +394,7 @@ var udpProbeKind = Kind{
 		}
 		var series []datafile.Series
 		for _, suffix := range []string{udpProbeRTTSuffix, udpProbeUpSuffix, udpProbeDownSuffix} {
-			se := datafile.Series{Name: c.series + suffix, Kind: KindUDPProbe, Units: "ms", Marking: string(p.TOS)}
+			se := datafile.Series{Name: c.series + suffix, Kind: KindUDPProbe, Units: "ms", Marking: c.marking}
 			if err := pl.Claim(se.Name); err != nil {
 				return nil, nil, err
 			}
