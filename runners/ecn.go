@@ -1,8 +1,12 @@
 package runners
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
+	"syscall"
+
+	linux "golang.org/x/sys/unix"
 )
 
 // The ECN field, the TOS byte's two low bits (RFC 3168): what a UDP flood or
@@ -70,4 +74,68 @@ func marking(tos, ecn string) (int, string, error) {
 		label += ECNName(cp)
 	}
 	return v, label, nil
+}
+
+// recvTOS asks the kernel to pass each datagram's TOS byte (IPv4) and traffic
+// class (IPv6) with it, for rxTOS; best effort: without it, no census.
+func recvTOS(rc syscall.RawConn) {
+	rc.Control(func(fd uintptr) {
+		linux.SetsockoptInt(int(fd), linux.IPPROTO_IP, linux.IP_RECVTOS, 1)
+		linux.SetsockoptInt(int(fd), linux.IPPROTO_IPV6, linux.IPV6_RECVTCLASS, 1)
+	})
+}
+
+// rxTOS is the TOS byte a datagram arrived with, from recvmsg's control data;
+// -1 when the kernel did not say.
+func rxTOS(oob []byte) int {
+	msgs, err := linux.ParseSocketControlMessage(oob)
+	if err != nil {
+		return -1
+	}
+	for _, m := range msgs {
+		switch {
+		case m.Header.Level == linux.IPPROTO_IP && m.Header.Type == linux.IP_TOS && len(m.Data) >= 1:
+			return int(m.Data[0])
+		case m.Header.Level == linux.IPPROTO_IPV6 && m.Header.Type == linux.IPV6_TCLASS && len(m.Data) >= 4:
+			return int(binary.NativeEndian.Uint32(m.Data[:4]) & 0xff)
+		}
+	}
+	return -1
+}
+
+// ecnCensus counts datagrams by the codepoint they arrived with.
+type ecnCensus [4]int64
+
+func (c *ecnCensus) add(tos int) {
+	if tos >= 0 {
+		c[tos&ecnMask]++
+	}
+}
+
+func (c ecnCensus) total() int64 { return c[0] + c[1] + c[2] + c[3] }
+
+// String is the counts of the codepoints that came, "ECT(1) 950, CE 50".
+func (c ecnCensus) String() string {
+	var parts []string
+	for _, cp := range []int{ECNNotECT, ECNECT0, ECNECT1, ECNCE} {
+		if c[cp] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", ECNName(cp), c[cp]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// remarked is how many of the counted datagrams came with a codepoint that sent
+// could not have become on the way: a router may set CE on an ECN-capable
+// packet, and nothing else (RFC 3168); the rest were bleached or re-marked.
+func (c ecnCensus) remarked(sent int) int64 {
+	sent &= ecnMask
+	var n int64
+	for cp, k := range c {
+		if cp == sent || cp == ECNCE && sent != ECNNotECT {
+			continue
+		}
+		n += k
+	}
+	return n
 }

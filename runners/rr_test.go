@@ -151,6 +151,10 @@ type rrRecorder struct {
 	samples map[string][]datafile.Sample
 	warns   []string
 	errs    []string
+	// mayDeclare lets a job declare series it finds (the sink's codepoints):
+	// they are kept in declared; for the others a declaration is an error.
+	mayDeclare bool
+	declared   []datafile.Series
 }
 
 func (r *rrRecorder) env() Env {
@@ -169,6 +173,10 @@ func (r *rrRecorder) env() Env {
 		Declare: func(s datafile.Series) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			if r.mayDeclare {
+				r.declared = append(r.declared, s)
+				return
+			}
 			r.errs = append(r.errs, "declared a series the plan has not: "+s.Name)
 		},
 		Warn: func(msg string) {

@@ -295,6 +295,12 @@ type udpSink struct {
 	// drops is the socket's own drop count (its receive buffer full), as last read
 	// at a step: the socket may be closed by the time the sink finishes.
 	drops uint32
+	// declare emits a sample of a series the sink found (a codepoint's rate).
+	declare func(datafile.Series, datafile.Sample)
+	// sentTOS is the TOS byte its clients mark with (-1 unmarked), where they all
+	// say the same: what the census holds the arrivals to.
+	sentTOS   int
+	sentKnown bool
 }
 
 // sinkKey is a flow: its sender's socket and its number.
@@ -320,6 +326,9 @@ type sinkFlow struct {
 	reordered int64  // ones that came after a later one
 	sent      uint64 // the end's count; 0 until it comes
 	ended     bool
+	// ecn counts data datagrams by the codepoint they arrived with: since the
+	// last sample, and the whole flow.
+	ecn, ecnAll ecnCensus
 }
 
 func listenSink(ctx context.Context, spec JobSpec, env Env) (*udpSink, error) {
@@ -328,6 +337,7 @@ func listenSink(ctx context.Context, spec JobSpec, env Env) (*udpSink, error) {
 		// A bigger receive buffer keeps a burst from being lost in the sink's own
 		// socket, which would be counted as the path's loss; best effort.
 		setBuffer(rc, syscall.SO_RCVBUFFORCE, syscall.SO_RCVBUF, udpSocketBuffer)
+		recvTOS(rc)
 		return nil
 	}
 	pc, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(spec.Target, "0"))
@@ -336,7 +346,8 @@ func listenSink(ctx context.Context, spec JobSpec, env Env) (*udpSink, error) {
 	}
 	c := pc.(*net.UDPConn)
 	s := &udpSink{pc: c, port: c.LocalAddr().(*net.UDPAddr).Port, key: floodKey(spec.Token), spec: spec, env: env,
-		flows: map[sinkKey]*sinkFlow{}}
+		flows: map[sinkKey]*sinkFlow{}, declare: declaring(env)}
+	s.sentTOS, s.sentKnown = clientsTOS(spec.Clients)
 	if rc, err := c.SyscallConn(); err == nil {
 		s.rcvbuf = getBuffer(rc, syscall.SO_RCVBUF)
 	}
@@ -386,9 +397,9 @@ func (s *udpSink) run(ctx context.Context) error {
 
 // receive counts datagrams until the socket is closed.
 func (s *udpSink) receive(ctx context.Context) error {
-	buf := make([]byte, 1<<16)
+	buf, oob := make([]byte, 1<<16), make([]byte, 128)
 	for {
-		n, from, err := s.pc.ReadFromUDPAddrPort(buf)
+		n, oobn, _, from, err := s.pc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
@@ -398,12 +409,42 @@ func (s *udpSink) receive(ctx context.Context) error {
 		if n < udpFloodHeader || subtle.ConstantTimeCompare(buf[:udpFloodKeySize], s.key[:]) != 1 {
 			continue // not one of ours
 		}
-		s.take(time.Now(), from, buf[:n])
+		s.take(time.Now(), from, buf[:n], rxTOS(oob[:oobn]))
 	}
 }
 
-// take counts one datagram with the right key.
-func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte) {
+// clientsTOS is the TOS byte the sink's udp-flood clients mark with, when they
+// agree (-1: unmarked); ok is false when they do not or none says.
+func clientsTOS(clients []Client) (tos int, ok bool) {
+	for _, c := range clients {
+		if c.Kind != "udp-flood" {
+			continue
+		}
+		var p floodParams
+		if decodeRaw(c.Params, &p) != nil {
+			return 0, false
+		}
+		fc, err := p.resolve()
+		if err != nil || ok && fc.tos != tos {
+			return 0, false
+		}
+		tos, ok = fc.tos, true
+	}
+	return tos, ok
+}
+
+// ecnSeriesSuffix ends the series of a flow's datagrams that arrived with a
+// codepoint, per second: "UDP upload CE marks", "UDP upload rx ECT(1) pps".
+func ecnSeriesSuffix(cp int) string {
+	if cp == ECNCE {
+		return " CE marks"
+	}
+	return " rx " + ECNName(cp) + " pps"
+}
+
+// take counts one datagram with the right key; tos is the byte it arrived with
+// (-1: the kernel did not say).
+func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int) {
 	flow := binary.BigEndian.Uint32(d[8:12])
 	k := sinkKey{from: from, flow: flow &^ udpControl}
 	s.mu.Lock()
@@ -457,6 +498,8 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte) {
 	f.pkts++
 	f.bytes += int64(len(d))
 	f.total++
+	f.ecn.add(tos)
+	f.ecnAll.add(tos)
 }
 
 // tick samples every flow at now.
@@ -503,6 +546,15 @@ func (s *udpSink) sample(f *sinkFlow, now time.Time, final bool) {
 	if !short {
 		s.env.Emit(f.name, sampleOf(now, dur, f.bytes))
 		s.env.Emit(f.name+udpRxSuffix, datafile.Sample{T: t, V: float64(f.pkts) / dur, Dur: dur})
+		// Each codepoint the flow has arrived with, from the step it first came
+		// on: a qdisc's CE marks per second, what an L4S sender reacts to.
+		for cp, n := range f.ecnAll {
+			if n > 0 {
+				se := datafile.Series{Name: f.name + ecnSeriesSuffix(cp), Kind: KindUDP, Units: "packets/s", Host: s.spec.Host}
+				s.declare(se, datafile.Sample{T: t, V: float64(f.ecn[cp]) / dur, Dur: dur})
+			}
+		}
+		f.ecn = ecnCensus{}
 	}
 	if expected := f.maxSeq - f.prevMax; expected > 0 {
 		loss := 100 * (1 - float64(f.pkts)/float64(expected))
@@ -529,8 +581,18 @@ func (s *udpSink) summary(k sinkKey, f *sinkFlow) {
 	if sent > 0 {
 		pct = 100 * float64(lost) / float64(sent)
 	}
-	s.env.Warn(fmt.Sprintf("udp-sink %s from %s: %d datagrams %s, %d received, %d lost (%.1f%%), %d out of order",
-		name, k.from, sent, how, f.total, lost, pct, f.reordered))
+	census := ""
+	if f.ecnAll.total() > 0 {
+		census = "; they arrived " + f.ecnAll.String()
+	}
+	s.env.Warn(fmt.Sprintf("udp-sink %s from %s: %d datagrams %s, %d received, %d lost (%.1f%%), %d out of order%s",
+		name, k.from, sent, how, f.total, lost, pct, f.reordered, census))
+	if s.sentKnown {
+		if n := f.ecnAll.remarked(max(s.sentTOS, 0)); n > 0 {
+			s.env.Warn(fmt.Sprintf("udp-sink %s from %s: sent %s, and %d of %d datagrams arrived %s: the path bleached or re-marked their ECN field",
+				name, k.from, ECNName(max(s.sentTOS, 0)), n, f.ecnAll.total(), f.ecnAll))
+		}
+	}
 }
 
 // finish samples the flows that never ended and says what each came to, in a

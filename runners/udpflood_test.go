@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,7 +143,7 @@ func TestUDPFloodPlanClaims(t *testing.T) {
 
 // startSink runs a udp-sink job on addr until the test ends; wait stops it and
 // waits for it.
-func startSink(t *testing.T, addr, token string, rec *rrRecorder) (port int, wait func()) {
+func startSink(t *testing.T, addr, token string, rec *rrRecorder, clients ...Client) (port int, wait func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	kind := Kinds()["udp-sink"]
@@ -150,7 +151,7 @@ func startSink(t *testing.T, addr, token string, rec *rrRecorder) (port int, wai
 		t.Error("udp-sink is not a background kind")
 	}
 	job, st, err := kind.Start(ctx, JobSpec{Kind: "udp-sink", Target: addr, Token: token, Step: 0.1,
-		Start: float64(time.Now().UnixNano()) / 1e9}, rec.env())
+		Start: float64(time.Now().UnixNano()) / 1e9, Clients: clients}, rec.env())
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -222,7 +223,7 @@ func rateOf(samples []datafile.Sample) (mbps, secs float64) {
 // as an agent runs them.
 func TestUDPFloodLoopback(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	sinkRec := &rrRecorder{}
+	sinkRec := &rrRecorder{mayDeclare: true}
 	port, stopSink := startSink(t, "127.0.0.1", token, sinkRec)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	rec := runFlood(t, addr, token, map[string]any{"bandwidth": "50M", "tos": "CS1"}, 1)
@@ -301,7 +302,7 @@ func TestUDPFloodLoopback(t *testing.T) {
 // series at the sink and what the sink counts is what was sent, less what was lost.
 func TestUDPFloodUnlimitedFlows(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	sinkRec := &rrRecorder{}
+	sinkRec := &rrRecorder{mayDeclare: true}
 	port, stopSink := startSink(t, "127.0.0.1", token, sinkRec)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	rec := runFlood(t, addr, token, map[string]any{"flows": 2, "packet_size": 200}, 0.3)
@@ -334,7 +335,7 @@ func TestUDPFloodUnlimitedFlows(t *testing.T) {
 
 // A flood with the wrong token is not counted.
 func TestUDPFloodWrongToken(t *testing.T) {
-	sinkRec := &rrRecorder{}
+	sinkRec := &rrRecorder{mayDeclare: true}
 	port, stopSink := startSink(t, "127.0.0.1", "0123456789abcdef0123456789abcdef", sinkRec)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	rec := runFlood(t, addr, "fedcba9876543210fedcba9876543210", map[string]any{"bandwidth": "10M"}, 0.3)
@@ -351,8 +352,9 @@ func TestUDPFloodWrongToken(t *testing.T) {
 // The sink's counting, datagram by datagram: data before the hello, loss from
 // sequence numbers across their wrap, reordering, the end's tail loss.
 func TestUDPSinkCounting(t *testing.T) {
-	rec := &rrRecorder{}
+	rec := &rrRecorder{mayDeclare: true}
 	s := &udpSink{key: floodKey("tok"), env: rec.env(), flows: map[sinkKey]*sinkFlow{}}
+	s.declare = declaring(s.env)
 	from := netip.MustParseAddrPort("192.0.2.1:4000")
 	t0 := time.Unix(1_700_000_000, 0)
 	data := func(at time.Duration, flow, seq uint32) {
@@ -360,14 +362,14 @@ func TestUDPSinkCounting(t *testing.T) {
 		copy(d, s.key[:])
 		binary.BigEndian.PutUint32(d[8:12], flow)
 		binary.BigEndian.PutUint32(d[12:16], seq)
-		s.take(t0.Add(at), from, d)
+		s.take(t0.Add(at), from, d, -1)
 	}
 	control := func(at time.Duration, flow, typ uint32, body []byte) {
 		d := make([]byte, 16, 16+len(body))
 		copy(d, s.key[:])
 		binary.BigEndian.PutUint32(d[8:12], flow|udpControl)
 		binary.BigEndian.PutUint32(d[12:16], typ)
-		s.take(t0.Add(at), from, append(d, body...))
+		s.take(t0.Add(at), from, append(d, body...), -1)
 	}
 	ms := time.Millisecond
 	// Flow 8's data before its hello: counted, sampled once the name comes.
@@ -485,5 +487,87 @@ func TestSocketDrops(t *testing.T) {
 	t.Logf("%d sent, %d read, %d dropped by the socket", sent, got, drops)
 	if drops == 0 || got+int(drops) != sent {
 		t.Errorf("%d sent, %d read, the socket counted %d dropped: want the two to add up to what was sent", sent, got, drops)
+	}
+}
+
+// The sink's census: the datagrams of an ECT(1) flood arrive ECT(1), each step's
+// rate of them is a series of its own beside the receive rate, and the flow's
+// summary counts them; no codepoint it did not get has a series.
+func TestUDPSinkECNCensus(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	params := map[string]any{"bandwidth": "10M", "ecn": "ect1"}
+	raw, _, err := Kinds()["udp-flood"].Plan(params, NewPlanner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinkRec := &rrRecorder{mayDeclare: true}
+	port, stopSink := startSink(t, "127.0.0.1", token, sinkRec, Client{Kind: "udp-flood", Duration: 0.5, Params: raw})
+	runFlood(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), token, params, 0.5)
+	time.Sleep(100 * time.Millisecond)
+	stopSink()
+	sinkRec.mu.Lock()
+	defer sinkRec.mu.Unlock()
+	if len(sinkRec.errs) > 0 {
+		t.Errorf("refused: %v", sinkRec.errs)
+	}
+	var names []string
+	for _, se := range sinkRec.declared {
+		names = append(names, se.Name)
+		if se.Kind != KindUDP || se.Units != "packets/s" {
+			t.Errorf("declared %+v", se)
+		}
+	}
+	if len(names) != 1 || names[0] != "UDP upload rx ECT(1) pps" {
+		t.Fatalf("declared %q, want the ECT(1) rate alone", names)
+	}
+	var ect1, rx float64
+	for _, x := range sinkRec.samples["UDP upload rx ECT(1) pps"] {
+		ect1 += x.V * x.Dur
+	}
+	for _, x := range sinkRec.samples["UDP upload"+udpRxSuffix] {
+		rx += x.V * x.Dur
+	}
+	if ect1 == 0 || math.Abs(ect1-rx) > 0.5 {
+		t.Errorf("%.1f ECT(1) datagrams over the steps, %.1f received", ect1, rx)
+	}
+	w := strings.Join(sinkRec.warns, "\n")
+	if !regexp.MustCompile(`\d+ received, .*; they arrived ECT\(1\) \d+`).MatchString(w) || strings.Contains(w, "bleached") {
+		t.Errorf("warnings %q", w)
+	}
+}
+
+// A flow sent ECT(1) that arrives Not-ECT or ECT(0) was bleached or re-marked on
+// the way, and the sink says so; CE is a router's mark, not a re-marking.
+func TestUDPSinkSaysWhenECNWasBleached(t *testing.T) {
+	for _, c := range []struct {
+		arrived []int
+		warn    string
+	}{
+		{[]int{ECNECT1, ECNCE, ECNECT1}, ""},
+		{[]int{ECNNotECT, ECNECT1, ECNNotECT}, "sent ECT(1), and 2 of 3 datagrams arrived Not-ECT 2, ECT(1) 1: the path bleached or re-marked"},
+		{[]int{ECNECT0}, "sent ECT(1), and 1 of 1 datagrams arrived ECT(0) 1"},
+	} {
+		rec := &rrRecorder{mayDeclare: true}
+		s := &udpSink{key: floodKey("tok"), env: rec.env(), flows: map[sinkKey]*sinkFlow{}, sentTOS: ECNECT1, sentKnown: true}
+		s.declare = declaring(s.env)
+		from := netip.MustParseAddrPort("192.0.2.1:4000")
+		t0 := time.Unix(1_700_000_000, 0)
+		hello := make([]byte, 16, 17)
+		copy(hello, s.key[:])
+		binary.BigEndian.PutUint32(hello[8:12], 1|udpControl)
+		binary.BigEndian.PutUint32(hello[12:16], udpHello)
+		s.take(t0, from, append(hello, 'F'), -1)
+		for i, tos := range c.arrived {
+			d := make([]byte, 100)
+			copy(d, s.key[:])
+			binary.BigEndian.PutUint32(d[8:12], 1)
+			binary.BigEndian.PutUint32(d[12:16], uint32(i+1))
+			s.take(t0.Add(time.Duration(i)*time.Millisecond), from, d, tos)
+		}
+		s.finish(t0.Add(time.Second))
+		w := strings.Join(rec.warns, "\n")
+		if c.warn == "" && strings.Contains(w, "bleached") || c.warn != "" && !strings.Contains(w, c.warn) {
+			t.Errorf("arrived %v: warnings %q, want %q", c.arrived, w, c.warn)
+		}
 	}
 }

@@ -51,8 +51,12 @@ import (
 //	24..32  how many valid requests the server has received from this client
 //	        (address and port) so far, this one included: what tells loss on the
 //	        way up from loss on the way down
-//	32      flags: bit 0 set when the receive time is the kernel's
-//	33..40  zero
+//	32      flags: bit 0 set when the receive time is the kernel's, bit 1 when
+//	        byte 33 holds the request's TOS byte as it arrived
+//	33      the request's TOS byte as it arrived (IP_RECVTOS): its ECN field says
+//	        whether the way up kept, bleached or CE-marked the probe's codepoint;
+//	        zero without bit 1
+//	34..40  zero
 //	40..    zero padding
 //
 // A request with a wrong MAC, a bad size or non-zero reserved bytes gets no answer.
@@ -83,6 +87,8 @@ const (
 	DefaultUDPProbeSize = 56
 	// udpProbeKernelRX is the reply's flag for a kernel receive stamp.
 	udpProbeKernelRX = 1
+	// udpProbeRxTOS is the reply's flag for the request's TOS byte as it arrived.
+	udpProbeRxTOS = 2
 	// maxEchoClients bounds the clients an echo job counts requests of: only
 	// senders with the key make one, but the server must not grow without bound.
 	maxEchoClients = 1 << 16
@@ -140,6 +146,17 @@ type probeReply struct {
 	serverTX int64
 	received uint64
 	kernelRX bool
+	// rxTOS is the request's TOS byte as it arrived, where tosKnown.
+	rxTOS    uint8
+	tosKnown bool
+}
+
+// arrivedTOS is the request's TOS byte as it arrived; -1: not known.
+func (r probeReply) arrivedTOS() int {
+	if !r.tosKnown {
+		return -1
+	}
+	return int(r.rxTOS)
 }
 
 // encode writes the header into b, at least udpProbeHeader bytes.
@@ -152,6 +169,10 @@ func (r probeReply) encode(b []byte) {
 	if r.kernelRX {
 		b[32] = udpProbeKernelRX
 	}
+	if r.tosKnown {
+		b[32] |= udpProbeRxTOS
+		b[33] = r.rxTOS
+	}
 }
 
 // decodeProbeReply reads a reply to a request of size bytes.
@@ -159,21 +180,27 @@ func decodeProbeReply(b []byte, size int) (probeReply, error) {
 	if size < udpProbeHeader || len(b) != size {
 		return probeReply{}, fmt.Errorf("reply of %d bytes to a request of %d (of at least %d)", len(b), size, udpProbeHeader)
 	}
-	if b[32]&^udpProbeKernelRX != 0 {
+	if b[32]&^(udpProbeKernelRX|udpProbeRxTOS) != 0 {
 		return probeReply{}, fmt.Errorf("reply: unknown flags %#x", b[32])
 	}
-	for _, c := range b[33:udpProbeHeader] {
+	if b[32]&udpProbeRxTOS == 0 && b[33] != 0 {
+		return probeReply{}, errors.New("reply: a TOS byte without its flag")
+	}
+	for _, c := range b[34:udpProbeHeader] {
 		if c != 0 {
 			return probeReply{}, errors.New("reply: reserved bytes are not zero")
 		}
 	}
-	return probeReply{
+	r := probeReply{
 		seq:      binary.BigEndian.Uint64(b[0:8]),
 		serverRX: int64(binary.BigEndian.Uint64(b[8:16])),
 		serverTX: int64(binary.BigEndian.Uint64(b[16:24])),
 		received: binary.BigEndian.Uint64(b[24:32]),
 		kernelRX: b[32]&udpProbeKernelRX != 0,
-	}, nil
+		rxTOS:    b[33],
+		tosKnown: b[32]&udpProbeRxTOS != 0,
+	}
+	return r, nil
 }
 
 // probeDelays turns a probe's four times (Unix ns: client send, server receive,
@@ -315,6 +342,7 @@ func listenEcho(ctx context.Context, addr, token string) (*udpEcho, error) {
 	rc, err := s.pc.SyscallConn()
 	if err == nil {
 		err = rc.Control(func(fd uintptr) { s.stamps = enableStamps(rxStampsOnly{kernel{}}, int(fd)) })
+		recvTOS(rc)
 	}
 	if err != nil {
 		pc.Close()
@@ -352,6 +380,9 @@ func (s *udpEcho) serve(ctx context.Context) error {
 			continue // not one of ours: say nothing to it
 		}
 		rep := probeReply{seq: req.seq, serverRX: now.UnixNano()}
+		if tos := rxTOS(oob[:oobn]); tos >= 0 {
+			rep.rxTOS, rep.tosKnown = uint8(tos), true
+		}
 		if s.stamps.rx != "" {
 			if t, ok := rxStamp(oob[:oobn]); ok {
 				rep.serverRX, rep.kernelRX = t.UnixNano(), true
@@ -463,6 +494,9 @@ type probeTally struct {
 	fellBackRX, fellBackTX         int    // replies without the client's kernel stamps
 	serverUserRX                   int    // replies whose server receive time was user space
 	inconsistent                   int    // replies whose server times made no sense
+	// up and down count the probes by the codepoint they arrived with: at the
+	// server (its replies say), and the replies at the client.
+	up, down ecnCensus
 }
 
 // probeArrival is an answered probe: its four times, Unix ns, and where the
@@ -472,6 +506,7 @@ type probeArrival struct {
 	clientTX, clientRX int64
 	rep                probeReply
 	kernelRX, kernelTX bool
+	rxTOS              int // the reply's TOS byte as it arrived; -1: not known
 }
 
 // openUDPProbe opens a UDP socket connected to server (the kernel then passes it
@@ -515,6 +550,11 @@ func openUDPProbe(sc sysCalls, server netip.AddrPort, c udpProbeConfig, spec Job
 	}
 	p.wake = wake
 	p.stamps = enableStamps(sc, fd)
+	// The replies' codepoints as they arrive, for the census; best effort.
+	sc.setsockoptInt(fd, linux.IPPROTO_IP, linux.IP_RECVTOS, 1)
+	if p.v6 {
+		sc.setsockoptInt(fd, linux.IPPROTO_IPV6, linux.IPV6_RECVTCLASS, 1)
+	}
 	local, err := localAddrPort(fd)
 	if err != nil {
 		linux.Close(fd)
@@ -641,7 +681,7 @@ func (u *udpProber) match(b, oob []byte, now time.Time) (probeArrival, bool) {
 	if k < len(u.answered) {
 		u.answered[k] = true
 	}
-	a := probeArrival{k: k, rep: rep}
+	a := probeArrival{k: k, rep: rep, rxTOS: rxTOS(oob)}
 	tx, rx := pr.sent, now
 	if !pr.tx.IsZero() {
 		tx, a.kernelTX = pr.tx, true
@@ -712,6 +752,8 @@ func (u *udpProber) run(ctx context.Context) error {
 			if !a.rep.kernelRX {
 				t.serverUserRX++
 			}
+			t.up.add(a.rep.arrivedTOS())
+			t.down.add(a.rxTOS)
 			answered()
 		})
 	}, p.stop)
@@ -764,4 +806,27 @@ func (u *udpProber) warn(sent, skipped, failed int, sendErr error) {
 	if failed > 0 {
 		u.env.Warn(fmt.Sprintf("%s: %d of %d probes could not be sent (recorded as lost): %v", name, failed, sent, sendErr))
 	}
+	if t.up.total()+t.down.total() > 0 {
+		// Both ways carry the probe's mark: the echo marks its replies as asked.
+		sentCP := max(u.cfg.tos, 0) & ecnMask
+		u.env.Warn(fmt.Sprintf("%s: sent %s; the server got %s; the replies came back %s",
+			name, ECNName(sentCP), orNone(t.up.String()), orNone(t.down.String())))
+		for _, way := range []struct {
+			name string
+			c    ecnCensus
+		}{{"up", t.up}, {"down", t.down}} {
+			if n := way.c.remarked(sentCP); n > 0 {
+				u.env.Warn(fmt.Sprintf("%s: sent %s, and %d of %d probes arrived %s on the way %s: the path bleached or re-marked their ECN field",
+					name, ECNName(sentCP), n, way.c.total(), way.c, way.name))
+			}
+		}
+	}
+}
+
+// orNone is s, or "no codepoint known" for nothing.
+func orNone(s string) string {
+	if s == "" {
+		return "no codepoint known"
+	}
+	return s
 }

@@ -44,6 +44,18 @@ func TestUDPProbeWireFormat(t *testing.T) {
 	if got, err := decodeProbeReply(r, 48); err != nil || got != rep {
 		t.Errorf("decode reply: %+v, %v; want %+v", got, err, rep)
 	}
+	// The request's TOS byte as the server got it: flag bit 1 and byte 33.
+	withTOS := probeReply{seq: 7, serverRX: 1, serverTX: 2, received: 1, rxTOS: 0x03, tosKnown: true}
+	withTOS.encode(r)
+	if got := hex.EncodeToString(r[32:34]); got != "0203" {
+		t.Errorf("reply with the arrival's TOS: bytes 32..34 %s, want 0203", got)
+	}
+	if got, err := decodeProbeReply(r, 48); err != nil || got != withTOS || got.arrivedTOS() != 3 {
+		t.Errorf("decode reply: %+v, %v; want %+v", got, err, withTOS)
+	}
+	if (probeReply{}).arrivedTOS() != -1 {
+		t.Error("a reply without the flag knows a TOS")
+	}
 	// Negative times (a clock before 1970) survive the trip.
 	neg := probeReply{seq: 1, serverRX: -5, serverTX: -1}
 	neg.encode(r)
@@ -61,7 +73,8 @@ func TestUDPProbeWireFormat(t *testing.T) {
 		{"longer than asked", append(slices.Clone(r), 0), 48, "reply of 49 bytes"},
 		{"shorter than a header", r[:39], 39, "of at least 40"},
 		{"empty", nil, 0, "reply of 0 bytes"},
-		{"unknown flag", func() []byte { c := slices.Clone(r); c[32] = 2; return c }(), 48, "unknown flags 0x2"},
+		{"unknown flag", func() []byte { c := slices.Clone(r); c[32] = 4; return c }(), 48, "unknown flags 0x4"},
+		{"a TOS without its flag", func() []byte { c := slices.Clone(r); c[32], c[33] = 0, 1; return c }(), 48, "a TOS byte without its flag"},
 		{"reserved byte", func() []byte { c := slices.Clone(r); c[39] = 1; return c }(), 48, "reserved bytes"},
 	} {
 		if _, err := decodeProbeReply(tc.b, tc.size); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -394,7 +407,15 @@ func TestUDPProbeLoopback(t *testing.T) {
 			if len(e.warned) == 0 || !strings.Contains(e.warned[0], summary) {
 				t.Errorf("warnings %q, want first one with %q", e.warned, summary)
 			}
+			// Unmarked probes, both ways unmarked: the census.
+			census := fmt.Sprintf("sent Not-ECT; the server got Not-ECT %d; the replies came back Not-ECT %d", len(rtt), len(rtt))
+			if !slices.ContainsFunc(e.warned, func(w string) bool { return strings.HasSuffix(w, census) }) {
+				t.Errorf("warnings %q, want one ending %q", e.warned, census)
+			}
 			for _, w := range e.warned[1:] {
+				if strings.HasSuffix(w, census) {
+					continue
+				}
 				// The first replies after a socket asks for stamps may come without
 				// (the kernel turns the netstamp key on through deferred work).
 				var n int
@@ -499,5 +520,23 @@ func TestEchoAnswersOnlyItsSender(t *testing.T) {
 	}
 	if answered(c, longer) {
 		t.Error("the request one byte longer under the same MAC was answered")
+	}
+}
+
+// An ECT(1) probe's census, both ways over loopback (v4 and v6): the server got
+// every probe ECT(1), and its replies, marked as the probes are, came back so.
+func TestUDPProbeECNCensus(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1", "::1"} {
+		port := startEcho(t, addr, "token")
+		e, _ := runProbe(t, JobSpec{Start: datafile.Unix(time.Now().Add(50 * time.Millisecond)), Duration: 0.2, Step: 0.02, Token: "token",
+			Addr: net.JoinHostPort(addr, strconv.Itoa(port))}, map[string]any{"ecn": "ect1"})
+		n := len(e.samples["UDP probe RTT"])
+		census := fmt.Sprintf("sent ECT(1); the server got ECT(1) %d; the replies came back ECT(1) %d", n, n)
+		if n == 0 || !slices.ContainsFunc(e.warned, func(w string) bool { return strings.HasSuffix(w, census) }) {
+			t.Errorf("%s: warnings %q, want one ending %q", addr, e.warned, census)
+		}
+		if slices.ContainsFunc(e.warned, func(w string) bool { return strings.Contains(w, "bleached") }) {
+			t.Errorf("%s: warnings %q", addr, e.warned)
+		}
 	}
 }
