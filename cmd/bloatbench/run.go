@@ -349,7 +349,7 @@ func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, prog 
 		// configured: said on stderr too, where a run's warnings go, and not only
 		// in the table a script may not read.
 		for _, w := range sum.QueueWarnings {
-			fmt.Fprintln(c.Root().ErrWriter, "warning:", w)
+			fmt.Fprintln(c.Root().ErrWriter, "warning:", report.EscapeText(w))
 		}
 		fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
 		if c.Bool("flent") {
