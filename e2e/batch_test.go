@@ -132,10 +132,10 @@ func TestBatch(t *testing.T) {
 	for _, e := range p.Errors {
 		t.Errorf("index.html: JavaScript error: %s", e)
 	}
-	// Per run: throughput and ping, bottleneck; across runs: CDF, two box plots, bar,
-	// and the flows' fairness.
-	if len(p.Charts) != 12*2+5 {
-		t.Errorf("index.html: %d charts, want %d", len(p.Charts), 12*2+5)
+	// Per run: throughput and ping, bottleneck, inside the qdiscs (the kernel's
+	// sojourn); across runs: CDF, two box plots, bar, and the flows' fairness.
+	if len(p.Charts) != 12*3+5 {
+		t.Errorf("index.html: %d charts, want %d", len(p.Charts), 12*3+5)
 	}
 	if empty := emptyCharts(p); len(empty) > 0 {
 		t.Errorf("index.html: empty charts %v", empty)

@@ -87,10 +87,10 @@ func TestPlotInChromium(t *testing.T) {
 	for _, e := range p.Errors {
 		t.Errorf("JavaScript error: %s", e)
 	}
-	// Per run: throughput and ping, bottleneck; across runs: CDF, two box plots, bar,
-	// and the flows' fairness.
-	if len(p.Charts) != 2*2+5 {
-		t.Errorf("want %d charts, the page has %d", 2*2+5, len(p.Charts))
+	// Per run: throughput and ping, bottleneck, inside the qdiscs (the kernel's
+	// sojourn); across runs: CDF, two box plots, bar, and the flows' fairness.
+	if len(p.Charts) != 2*3+5 {
+		t.Errorf("want %d charts, the page has %d", 2*3+5, len(p.Charts))
 	}
 	for _, c := range p.Charts {
 		empty := c.Canvas == 0 || len(c.Series) == 0 || c.Title == ""

@@ -114,11 +114,19 @@ func TestUDPProbe(t *testing.T) {
 
 	// The closing line counts every probe, and says how far one-way delays are
 	// to be trusted.
-	var summary string
+	var summary, census string
 	for _, e := range run.Events {
-		if strings.Contains(e.Message, "udp-probe UDP probe to ") && strings.Contains(e.Message, ": sent ") {
+		switch {
+		case !strings.Contains(e.Message, "udp-probe UDP probe to "):
+		case strings.Contains(e.Message, "one-way delays are"):
 			summary = e.Message
+		case strings.Contains(e.Message, "; the server got "):
+			census = e.Message
 		}
+	}
+	// Unmarked probes are counted Not-ECT both ways, every reply.
+	if want := fmt.Sprintf("sent Not-ECT; the server got Not-ECT %d; the replies came back Not-ECT %d", len(allRTT), len(allRTT)); !strings.HasSuffix(census, want) {
+		t.Errorf("the census line %q, want one ending %q", census, want)
 	}
 	var sent, replies int
 	i := strings.Index(summary, ": sent ")
