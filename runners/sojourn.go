@@ -1,10 +1,12 @@
 package runners
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -166,21 +168,43 @@ func (s *sojournSampler) step() error {
 
 // warnUnstamped says when a qdisc gave up packets it was not seen to take: their
 // waits are missing from its histogram. Where the kernel would not let the tracer
-// follow segments cut inside a qdisc, that is the likely cause, and said.
+// follow segments cut inside a qdisc, that is the likely cause, and said. It also
+// says, for the log, how many packets passed each qdisc empty: a qdisc that is
+// bypassed nearly always was seldom the bottleneck.
 func (s *sojournSampler) warnUnstamped() {
 	why := fmt.Sprintf("requeued, or past a bulk dequeue's %d", sojourn.MaxBulk)
 	if s.tr.Segments != nil {
 		why = fmt.Sprintf("requeued, past a bulk dequeue's %d, or segments cut inside the qdisc, as dualpi2's and cake's split-gso are, which this kernel does not let the tracer follow: %v", sojourn.MaxBulk, s.tr.Segments)
 	}
-	for k, h := range s.prev {
+	keys := make([]sojourn.Key, 0, len(s.prev))
+	for k := range s.prev {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b sojourn.Key) int {
+		return cmp.Or(cmp.Compare(a.Ifindex, b.Ifindex), cmp.Compare(a.Parent, b.Parent), cmp.Compare(a.Handle, b.Handle))
+	})
+	for _, k := range keys {
+		h := s.prev[k]
 		if k.Class != sojourn.All {
 			continue
 		}
 		missed := h.Unstamped + h.BeyondBulk
 		total := h.Counts.Total() + missed
+		if h.Bypassed > 0 {
+			s.env.Warn(fmt.Sprintf("sojourn: %d of the %d packets through %s's qdisc %x: (parent %s) passed it empty, straight to the driver: counted with a wait of 0",
+				h.Bypassed, total, s.tr.Devs[k.Ifindex], k.Handle>>16, tcHandle(k.Parent)))
+		}
 		if total > 0 && missed*100 > total {
 			s.env.Warn(fmt.Sprintf("sojourn: %d of the %d packets dequeued from %s's qdisc %x: had no enqueue stamp (%s): the histogram holds the others",
 				missed, total, s.tr.Devs[k.Ifindex], k.Handle>>16, why))
 		}
 	}
+}
+
+// tcHandle is a qdisc's parent as tc prints it: "root", or major:minor in hex.
+func tcHandle(h uint32) string {
+	if h == 0xffffffff {
+		return "root"
+	}
+	return fmt.Sprintf("%x:%x", h>>16, h&0xffff)
 }

@@ -60,6 +60,10 @@ func TestTracerOnARealQdisc(t *testing.T) {
 		if n != stats[0].Packets || h.Unstamped != 0 {
 			t.Errorf("%d packets in the histogram and %d unstamped; the qdisc sent %d", n, h.Unstamped, stats[0].Packets)
 		}
+		// htb has no bypass: every packet went through its queue.
+		if h.Bypassed != 0 {
+			t.Errorf("%d packets counted as past htb, which none can pass", h.Bypassed)
+		}
 		// 60,000 bytes of 1442-byte frames (1400 + UDP, IP and Ethernet headers) at
 		// 10 Mbit/s: a full bfifo holds 41 of them, 47.3 ms.
 		bound := 41 * 1442 * 8 / 10e6 * 1e9
@@ -83,6 +87,11 @@ func TestTracerOnARealQdisc(t *testing.T) {
 // 10.9.0.1, v1 in the second at 10.9.0.2), gone when t ends; sh runs a command,
 // failing t if it fails.
 func vethPair(t *testing.T) (a string, sh func(args ...string) string) {
+	return vethPairQueues(t, 1)
+}
+
+// vethPairQueues is vethPair with n tx and rx queues on each end.
+func vethPairQueues(t *testing.T, n int) (a string, sh func(args ...string) string) {
 	if os.Geteuid() != 0 {
 		t.Skipf("%s needs root: loads BPF programs and makes network namespaces", t.Name())
 	}
@@ -101,7 +110,8 @@ func vethPair(t *testing.T) (a string, sh func(args ...string) string) {
 		// No IPv6: its neighbour discovery would pass the qdisc at times of its own.
 		sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
-	sh("ip", "-n", a, "link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", b)
+	q := fmt.Sprint(n)
+	sh("ip", "-n", a, "link", "add", "v0", "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", "v1", "netns", b, "numtxqueues", q, "numrxqueues", q)
 	sh("ip", "-n", a, "addr", "add", "10.9.0.1/24", "dev", "v0")
 	sh("ip", "-n", b, "addr", "add", "10.9.0.2/24", "dev", "v1")
 	sh("ip", "-n", a, "link", "set", "v0", "up")
@@ -226,6 +236,12 @@ func TestTracerFollowsSegmentsCutInTheQdisc(t *testing.T) {
 		if all := n + h.Unstamped + h.BeyondBulk; float64(all) < 0.9*float64(before) || all > after || before < size/1448 {
 			t.Errorf("%d packets in the histogram, %d unstamped and %d past the bulk dequeues followed; tbf sent %d to %d (of at least %d segments)", n, h.Unstamped, h.BeyondBulk, before, after, size/1448)
 		}
+		// tbf has no bypass: the segments it cut and gave up unstamped went
+		// through it, and must not be taken at the driver for packets that
+		// passed it.
+		if h.Bypassed != 0 {
+			t.Errorf("%d packets counted as past tbf, which none can pass", h.Bypassed)
+		}
 		if tr.Segments == nil && h.Unstamped != 0 {
 			t.Errorf("segments followed, yet %d of %d packets unstamped", h.Unstamped, n+h.Unstamped)
 		}
@@ -284,6 +300,84 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	}
 	if q := echo.Counts.Quantile(0.5) / 1e6; q > 1 {
 		t.Errorf("the requests sent into an empty queue waited %.2f ms (median)", q)
+	}
+}
+
+// A qdisc that finds a packet's queue empty may hand it straight to the driver
+// (TCQ_F_CAN_BYPASS), past both qdisc tracepoints: an mq's pfifo children on an
+// unshaped veth, whose driver never pushes back, pass every packet so. Each is
+// counted at the driver, in its tx queue's child, with a wait of 0: every packet
+// the children sent is in their histograms, and the ping's requests are in the
+// echo histogram of the one child its flow hashed to, none of another's.
+func TestTracerCountsPacketsThatPassAnEmptyQdisc(t *testing.T) {
+	a, sh := vethPairQueues(t, 4)
+	sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "root", "handle", "1:", "mq")
+	for i := 1; i <= 4; i++ {
+		sh("tc", "-n", a, "qdisc", "replace", "dev", "v0", "parent", fmt.Sprintf("1:%d", i), "handle", fmt.Sprintf("%d0:", i), "pfifo", "limit", "1000")
+	}
+	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
+	enter(t, a)
+	tr, err := Open([]string{"v0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	sent := func() (n uint64) {
+		var stats []struct {
+			Kind    string `json:"kind"`
+			Packets uint64 `json:"packets"`
+		}
+		if err := json.Unmarshal([]byte(sh("tc", "-n", a, "-s", "-j", "qdisc", "show", "dev", "v0")), &stats); err != nil {
+			t.Fatalf("tc -s -j: %v", err)
+		}
+		for _, s := range stats {
+			if s.Kind == "pfifo" {
+				n += s.Packets
+			}
+		}
+		return n
+	}
+	base := sent()
+	for range 4 {
+		udpBurst(t, 50)
+		time.Sleep(20 * time.Millisecond)
+	}
+	sh("ip", "netns", "exec", a, "ping", "-c", "3", "-i", "0.05", "-W", "2", "10.9.0.2")
+	before := sent() - base
+	hs, err := tr.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := sent() - base
+	var n, bypassed, echo uint64
+	echoChildren := map[uint32]uint64{}
+	for k, h := range hs {
+		t.Logf("qdisc %x: parent %x class %d: %d packets, %d passed it empty, %d unstamped, max %.3f ms", k.Handle>>16, k.Parent, k.Class, h.Counts.Total(), h.Bypassed, h.Unstamped, float64(h.MaxNs)/1e6)
+		if k.Handle == 0x10000 {
+			t.Errorf("a histogram of the mq root, not of its children: %+v", k)
+		}
+		switch k.Class {
+		case All:
+			n += h.Counts.Total()
+			bypassed += h.Bypassed
+		case Echo:
+			echo += h.Counts.Total()
+			echoChildren[k.Handle] += h.Counts.Total()
+			if q := h.Counts.Quantile(1); q > 1e3 {
+				t.Errorf("an echo request that passed an empty pfifo waited %.3f ms", q/1e6)
+			}
+		}
+	}
+	// Each counted once. A burst's datagram may be lost before the qdisc (the
+	// socket's errors are not looked at), so of the 200 most, not all.
+	if n < before || n > after || n < 153 {
+		t.Errorf("%d packets in the children's histograms; the children sent %d to %d (most of the bursts' 200, and 3 requests)", n, before, after)
+	}
+	if bypassed*10 < n*9 {
+		t.Errorf("%d of %d packets counted as past their empty pfifo: an unshaped veth queues almost none", bypassed, n)
+	}
+	if echo != 3 || len(echoChildren) != 1 {
+		t.Errorf("%d echo requests in %d children's echo histograms (%v), want the 3 in the one child the ping's flow hashed to", echo, len(echoChildren), echoChildren)
 	}
 }
 

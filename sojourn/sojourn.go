@@ -1,8 +1,10 @@
 // Package sojourn measures how long packets wait in a host's qdiscs, from inside
 // the kernel: BPF programs on the qdisc_enqueue and qdisc_dequeue tracepoints stamp
 // each packet as its device's root qdisc takes it and histogram its wait when the
-// qdisc gives it up, per qdisc (an mq's children each their own). It needs a kernel
-// with BTF and those tracepoints, and CAP_BPF and CAP_PERFMON (root).
+// qdisc gives it up, per qdisc (an mq's children each their own); a third, on
+// net_dev_start_xmit, counts the packets that passed an empty qdisc straight to
+// the driver as waits of 0. It needs a kernel with BTF and those tracepoints, and
+// CAP_BPF and CAP_PERFMON (root).
 package sojourn
 
 import (
@@ -44,11 +46,15 @@ const (
 // Hist is what a qdisc's packets waited since the tracer started: the buckets'
 // counts, the exact sum and maximum, and the dequeued packets that had no stamp
 // (requeued after a first dequeue, or cut inside the qdisc where Tracer.Segments
-// says those are not followed) or were past the longest bulk dequeue followed.
+// says those are not followed) or were past the longest bulk dequeue followed;
+// and the packets that went to the driver past the qdisc, which they found empty
+// (a qdisc with TCQ_F_CAN_BYPASS: pfifo, bfifo, fq_codel, pfifo_fast), counted in
+// Counts too, with a wait of 0.
 type Hist struct {
 	Counts                Counts
 	SumNs, MaxNs          uint64
 	Unstamped, BeyondBulk uint64
+	Bypassed              uint64
 }
 
 // Tracer is the loaded programs, attached.
@@ -104,6 +110,7 @@ func Open(devs []string) (*Tracer, error) {
 		sojournMaps
 		OnEnqueue *ebpf.Program `ebpf:"on_enqueue"`
 		OnDequeue *ebpf.Program `ebpf:"on_dequeue"`
+		OnXmit    *ebpf.Program `ebpf:"on_xmit"`
 	}
 	if err := spec.LoadAndAssign(&core, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -118,11 +125,14 @@ func Open(devs []string) (*Tracer, error) {
 		}
 		return nil, fmt.Errorf("load the sojourn programs: %w", err)
 	}
-	t.objs.sojournMaps, t.objs.OnEnqueue, t.objs.OnDequeue = core.sojournMaps, core.OnEnqueue, core.OnDequeue
+	t.objs.sojournMaps, t.objs.OnEnqueue, t.objs.OnDequeue, t.objs.OnXmit = core.sojournMaps, core.OnEnqueue, core.OnDequeue, core.OnXmit
+	// In the order a packet meets them: the driver's last, so that none that
+	// went through a qdisc before the others were attached is taken for one that
+	// passed it (the first read is the baseline for what was under way).
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
-	}{{"qdisc_enqueue", t.objs.OnEnqueue}, {"qdisc_dequeue", t.objs.OnDequeue}} {
+	}{{"qdisc_enqueue", t.objs.OnEnqueue}, {"qdisc_dequeue", t.objs.OnDequeue}, {"net_dev_start_xmit", t.objs.OnXmit}} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			t.Close()
@@ -172,6 +182,7 @@ func (t *Tracer) Read() (map[Key]Hist, error) {
 			h.MaxNs = max(h.MaxNs, c.MaxNs)
 			h.Unstamped += c.Unstamped
 			h.BeyondBulk += c.BeyondBulk
+			h.Bypassed += c.Bypassed
 		}
 		out[Key{Ifindex: k.Ifindex, Handle: k.Handle, Parent: k.Parent, Class: Class(k.Class)}] = h
 	}

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sojournCredit struct {
+	_       structs.HostLayout
+	Segs    uint64
+	Ifindex uint32
+	Pad     uint32
+}
+
 type sojournHist struct {
 	_          structs.HostLayout
 	Count      [1024]uint64
@@ -20,6 +27,7 @@ type sojournHist struct {
 	MaxNs      uint64
 	Unstamped  uint64
 	BeyondBulk uint64
+	Bypassed   uint64
 }
 
 type sojournQdiscKey struct {
@@ -42,11 +50,13 @@ type sojournStamp struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sojournMapCredits    = "credits"
 	sojournMapHists      = "hists"
 	sojournMapStamps     = "stamps"
 	sojournProgOnDequeue = "on_dequeue"
 	sojournProgOnEnqueue = "on_enqueue"
 	sojournProgOnSegment = "on_segment"
+	sojournProgOnXmit    = "on_xmit"
 	sojournVarIfindexes  = "ifindexes"
 	sojournVarN_devs     = "n_devs"
 	sojournVarNetnsIno   = "netns_ino"
@@ -97,14 +107,16 @@ type sojournProgramSpecs struct {
 	OnDequeue *ebpf.ProgramSpec `ebpf:"on_dequeue"`
 	OnEnqueue *ebpf.ProgramSpec `ebpf:"on_enqueue"`
 	OnSegment *ebpf.ProgramSpec `ebpf:"on_segment"`
+	OnXmit    *ebpf.ProgramSpec `ebpf:"on_xmit"`
 }
 
 // sojournMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sojournMapSpecs struct {
-	Hists  *ebpf.MapSpec `ebpf:"hists"`
-	Stamps *ebpf.MapSpec `ebpf:"stamps"`
+	Credits *ebpf.MapSpec `ebpf:"credits"`
+	Hists   *ebpf.MapSpec `ebpf:"hists"`
+	Stamps  *ebpf.MapSpec `ebpf:"stamps"`
 }
 
 // sojournVariableSpecs contains global variables before they are loaded into the kernel.
@@ -136,12 +148,14 @@ func (o *sojournObjects) Close() error {
 //
 // It can be passed to loadSojournObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sojournMaps struct {
-	Hists  *ebpf.Map `ebpf:"hists"`
-	Stamps *ebpf.Map `ebpf:"stamps"`
+	Credits *ebpf.Map `ebpf:"credits"`
+	Hists   *ebpf.Map `ebpf:"hists"`
+	Stamps  *ebpf.Map `ebpf:"stamps"`
 }
 
 func (m *sojournMaps) Close() error {
 	return _SojournClose(
+		m.Credits,
 		m.Hists,
 		m.Stamps,
 	)
@@ -163,6 +177,7 @@ type sojournPrograms struct {
 	OnDequeue *ebpf.Program `ebpf:"on_dequeue"`
 	OnEnqueue *ebpf.Program `ebpf:"on_enqueue"`
 	OnSegment *ebpf.Program `ebpf:"on_segment"`
+	OnXmit    *ebpf.Program `ebpf:"on_xmit"`
 }
 
 func (p *sojournPrograms) Close() error {
@@ -170,6 +185,7 @@ func (p *sojournPrograms) Close() error {
 		p.OnDequeue,
 		p.OnEnqueue,
 		p.OnSegment,
+		p.OnXmit,
 	)
 }
 

@@ -49,19 +49,25 @@ typedef struct {
 	struct net *net;
 } __attribute__((preserve_access_index)) possible_net_t;
 
+struct netdev_queue;
+
 struct net_device {
 	int ifindex;
 	possible_net_t nd_net;
+	struct netdev_queue *_tx;
+	unsigned int num_tx_queues;
+} __attribute__((preserve_access_index));
+
+struct Qdisc {
+	void *enqueue; // a function; NULL for noqueue, which holds nothing
+	u32 handle;
+	u32 parent;
+	struct netdev_queue *dev_queue;
 } __attribute__((preserve_access_index));
 
 struct netdev_queue {
 	struct net_device *dev;
-} __attribute__((preserve_access_index));
-
-struct Qdisc {
-	u32 handle;
-	u32 parent;
-	struct netdev_queue *dev_queue;
+	struct Qdisc *qdisc;
 } __attribute__((preserve_access_index));
 
 struct sk_buff {
@@ -69,6 +75,7 @@ struct sk_buff {
 	struct net_device *dev;
 	unsigned int end;
 	unsigned char *head;
+	__u16 queue_mapping;
 	__u16 protocol; // __be16
 	__u16 network_header;
 } __attribute__((preserve_access_index));
@@ -107,6 +114,10 @@ struct qdisc_key {
 	u32 class;
 };
 
+// A stamp's qdisc: the qdisc that took the skb, 0 for a segment cut where no
+// qdisc is named, or DEQUEUED once a qdisc gave the skb up (no kernel pointer is 1).
+#define DEQUEUED 1
+
 struct stamp {
 	u64 ns;
 	u64 qdisc;
@@ -120,6 +131,7 @@ struct hist {
 	u64 max_ns;
 	u64 unstamped; // dequeued without a stamp
 	u64 beyond_bulk; // in a bulk dequeue past MAX_BULK: not followed
+	u64 bypassed; // went to the driver past the empty qdisc: in count[0] too
 };
 
 // The devices traced: their network namespace's inode and their ifindexes, set
@@ -140,6 +152,21 @@ struct {
 	__type(key, u64);
 	__type(value, struct stamp);
 } stamps SEC(".maps");
+
+// The segments this CPU's last dequeue gave up in GSO skbs and the device it was
+// of, that its driver has not been handed yet.
+struct credit {
+	u64 segs;
+	u32 ifindex;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct credit);
+} credits SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -232,19 +259,19 @@ static __always_inline u32 is_echo(struct sk_buff *skb)
 
 static const struct hist zero_hist;
 
-static __always_inline struct hist *hist_of(struct Qdisc *q, u32 class)
+static __always_inline struct hist *hist_at(u32 ifindex, u32 handle, u32 parent, u32 class)
 {
-	struct qdisc_key k = {
-		.ifindex = q->dev_queue->dev->ifindex,
-		.handle = q->handle,
-		.parent = q->parent,
-		.class = class,
-	};
+	struct qdisc_key k = {.ifindex = ifindex, .handle = handle, .parent = parent, .class = class};
 	struct hist *h = bpf_map_lookup_elem(&hists, &k);
 	if (h)
 		return h;
 	bpf_map_update_elem(&hists, &k, &zero_hist, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&hists, &k);
+}
+
+static __always_inline struct hist *hist_of(struct Qdisc *q, u32 class)
+{
+	return hist_at(q->dev_queue->dev->ifindex, q->handle, q->parent, class);
 }
 
 // echo_add counts an echo packet's sojourn d in its qdisc's echo histogram. It is
@@ -291,10 +318,13 @@ int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int pa
 		return 0;
 	u32 ifindex = q->dev_queue->dev->ifindex, handle = q->handle, parent = q->parent;
 	u64 now = bpf_ktime_get_ns();
+	u64 gso = 0;
 	for (int i = 0; i < MAX_BULK && i < packets && skb; i++) {
 		u64 key = (u64)skb;
 		struct stamp *s = bpf_map_lookup_elem(&stamps, &key);
 		u64 segs = segs_of(skb);
+		if (segs > 1)
+			gso += segs;
 		if (s && (s->qdisc == (u64)q || s->qdisc == 0) && now >= s->ns) {
 			u64 d = now - s->ns;
 			u32 b = bucket_of(d);
@@ -305,14 +335,77 @@ int BPF_PROG(on_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int pa
 				h->max_ns = d;
 			if (s->echo)
 				echo_add(ifindex, handle, parent, d);
-			bpf_map_delete_elem(&stamps, &key);
+			// Marked, not deleted: the driver's tracepoint takes it away.
+			s->qdisc = DEQUEUED;
 		} else {
 			h->unstamped += segs;
+			// Went through the qdisc: not a bypass at the driver.
+			struct stamp m = {.qdisc = DEQUEUED};
+			bpf_map_update_elem(&stamps, &key, &m, BPF_ANY);
 		}
 		skb = skb->next;
 	}
 	if (packets > MAX_BULK)
 		h->beyond_bulk += packets - MAX_BULK;
+	u32 zero = 0;
+	struct credit *c = bpf_map_lookup_elem(&credits, &zero);
+	if (c) {
+		c->segs = gso;
+		c->ifindex = ifindex;
+	}
+	return 0;
+}
+
+// Every packet a device sends reaches its driver here, once (a GSO skb whole, or
+// its segments where the stack cut it after the dequeue). One whose stamp the
+// dequeue marked, or a segment cut after it, went through its qdisc: the stamp
+// goes. One without a stamp, or with a stamp a qdisc never gave up (a dropped
+// skb's, aged, whose address was reused), passed its tx queue's qdisc empty.
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(on_xmit, const struct sk_buff *cskb, const struct net_device *cdev)
+{
+	struct sk_buff *skb = (struct sk_buff *)cskb;
+	struct net_device *dev = (struct net_device *)cdev;
+	if (!traced_dev(dev))
+		return 0;
+	u32 ifindex = dev->ifindex, zero = 0;
+	struct credit *c = bpf_map_lookup_elem(&credits, &zero);
+	if (c && c->ifindex != ifindex)
+		c = 0;
+	u64 segs = segs_of(skb);
+	u64 key = (u64)skb;
+	struct stamp *s = bpf_map_lookup_elem(&stamps, &key);
+	if (s) {
+		u64 q = s->qdisc;
+		bpf_map_delete_elem(&stamps, &key);
+		if (q == DEQUEUED || q == 0) {
+			// Sent whole (segs of the credit), or a segment stamped as cut.
+			u64 used = q == DEQUEUED ? segs : 1;
+			if (c)
+				c->segs -= used < c->segs ? used : c->segs;
+			return 0;
+		}
+	} else if (c && c->segs > 0) {
+		c->segs--; // a segment of a dequeued GSO skb, cut on its way here
+		return 0;
+	}
+	// The tx queue's qdisc: an mq's child, or the root every queue shares. _tx
+	// is an array, which the verifier does not let a typed pointer index.
+	u32 idx = skb->queue_mapping;
+	if (idx >= dev->num_tx_queues)
+		return 0;
+	struct netdev_queue *txq = (struct netdev_queue *)((char *)dev->_tx + (u64)idx * bpf_core_type_size(struct netdev_queue));
+	struct Qdisc *q = BPF_CORE_READ(txq, qdisc);
+	if (!q || !BPF_CORE_READ(q, enqueue))
+		return 0; // noqueue: no qdisc to pass
+	u32 handle = BPF_CORE_READ(q, handle), parent = BPF_CORE_READ(q, parent);
+	struct hist *h = hist_at(ifindex, handle, parent, CLASS_ALL);
+	if (!h)
+		return 0;
+	h->count[0] += segs;
+	h->bypassed += segs;
+	if (is_echo(skb))
+		echo_add(ifindex, handle, parent, 0);
 	return 0;
 }
 
