@@ -704,6 +704,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	jobs.stopAll(context.WithoutCancel(ctx))
 	o.recordStates(context.WithoutCancel(ctx), eps, w, "post")
 	rec.summarize()
+	o.recordQueueWarnings(context.WithoutCancel(ctx), eps, w)
 	if runErr == nil {
 		rec.mu.Lock()
 		runErr = rec.err

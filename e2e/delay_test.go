@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/report"
 )
 
@@ -87,7 +90,8 @@ func TestDelayAttributionOnTheLab(t *testing.T) {
 	if err := os.WriteFile(clientOnly, []byte(strings.Replace(string(inv), server, "", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = bb(t, "run", "-H", clientOnly, "-l", "8", "-d", "2", "-o", t.TempDir(), "--format", "json", "tcp_4down")
+	out := t.TempDir()
+	r = bb(t, "run", "-H", clientOnly, "-l", "8", "-d", "2", "-o", out, "--format", "json", "tcp_4down")
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
@@ -99,6 +103,20 @@ func TestDelayAttributionOnTheLab(t *testing.T) {
 	}
 	if want := "warning: the qdiscs under test (client:test0) held"; !strings.Contains(r.stderr, want) {
 		t.Errorf("the run does not say %q:\n%s", want, r.stderr)
+	}
+	// The data file says it too, as a warning event.
+	files, _ := filepath.Glob(filepath.Join(out, "*.bb.json.gz"))
+	if len(files) != 1 {
+		t.Fatalf("want one data file in %s, have %v", out, files)
+	}
+	run, err := datafile.Read(files[0])
+	if err != nil || run.Incomplete {
+		t.Fatalf("%s: %v (incomplete %v)", files[0], err, run != nil && run.Incomplete)
+	}
+	if !slices.ContainsFunc(run.Events, func(e datafile.Event) bool {
+		return e.Level == "warning" && strings.HasPrefix(e.Message, "the qdiscs under test (client:test0) held")
+	}) {
+		t.Errorf("the data file has no warning event of the qdiscs under test: %+v", run.Events)
 	}
 
 	// A queue that drains slower than its configured rate: a setup shaping with
