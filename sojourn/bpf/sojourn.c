@@ -50,12 +50,14 @@ typedef struct {
 } __attribute__((preserve_access_index)) possible_net_t;
 
 struct netdev_queue;
+struct Qdisc;
 
 struct net_device {
 	int ifindex;
 	possible_net_t nd_net;
 	struct netdev_queue *_tx;
 	unsigned int num_tx_queues;
+	struct Qdisc *qdisc; // the root
 } __attribute__((preserve_access_index));
 
 struct Qdisc {
@@ -368,6 +370,11 @@ int BPF_PROG(on_xmit, const struct sk_buff *cskb, const struct net_device *cdev)
 	struct net_device *dev = (struct net_device *)cdev;
 	if (!traced_dev(dev))
 		return 0;
+	// A device without a qdisc (noqueue, a veth's default) queues nothing and
+	// stamps nothing: its packets are not looked up. Plain loads, no helper.
+	struct Qdisc *root = dev->qdisc;
+	if (!root || !root->enqueue)
+		return 0;
 	u32 ifindex = dev->ifindex, zero = 0;
 	struct credit *c = bpf_map_lookup_elem(&credits, &zero);
 	if (c && c->ifindex != ifindex)
@@ -397,7 +404,7 @@ int BPF_PROG(on_xmit, const struct sk_buff *cskb, const struct net_device *cdev)
 	struct netdev_queue *txq = (struct netdev_queue *)((char *)dev->_tx + (u64)idx * bpf_core_type_size(struct netdev_queue));
 	struct Qdisc *q = BPF_CORE_READ(txq, qdisc);
 	if (!q || !BPF_CORE_READ(q, enqueue))
-		return 0; // noqueue: no qdisc to pass
+		return 0; // noqueue under the root: no qdisc to pass
 	u32 handle = BPF_CORE_READ(q, handle), parent = BPF_CORE_READ(q, parent);
 	struct hist *h = hist_at(ifindex, handle, parent, CLASS_ALL);
 	if (!h)
