@@ -43,7 +43,8 @@ func (r *recorder) JobDone(host, job string, err error) {
 	r.mu.Unlock()
 	r.doneCh <- job
 }
-func (r *recorder) Log(host, msg string) {}
+func (r *recorder) Log(host, msg string)   {}
+func (r *recorder) Alert(host, msg string) {}
 func (r *recorder) Series(host, job string, s datafile.Series) {
 	r.mu.Lock()
 	r.series = append(r.series, s)

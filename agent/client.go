@@ -21,6 +21,8 @@ type Handler interface {
 	Samples(host string, batch map[string][]datafile.Sample)
 	JobDone(host, job string, err error)
 	Log(host, msg string)
+	// Alert is a warning for the person running the test (TypeAlert).
+	Alert(host, msg string)
 	// Series declares a series a job found as it ran, before its first samples.
 	Series(host, job string, s datafile.Series)
 }
@@ -121,6 +123,8 @@ func (c *Client) dispatch(m Message) {
 		c.handler.JobDone(c.host, m.Job, err)
 	case TypeLog:
 		c.handler.Log(c.host, m.Message)
+	case TypeAlert:
+		c.handler.Alert(c.host, m.Message)
 	case TypeSeries:
 		if m.Series != nil {
 			c.handler.Series(c.host, m.Job, *m.Series)

@@ -56,6 +56,8 @@ func (h *fuzzHandler) Log(host, msg string) {
 	h.hosts = append(h.hosts, host)
 }
 
+func (h *fuzzHandler) Alert(host, msg string) { h.Log(host, msg) }
+
 // gate blocks a reader until open is closed, then ends: the client reads the wire
 // only once the request under test is waiting for its reply.
 type gate struct{ open chan struct{} }

@@ -46,6 +46,9 @@ const (
 	TypeBatch = "batch" // samples, by series
 	TypeDone  = "done"  // a job ended, with its error if any
 	TypeLog   = "log"   // a warning worth recording
+	// TypeAlert is a warning the person running the test must see, not only
+	// the data file: it is printed as the run goes, and recorded.
+	TypeAlert = "alert"
 	// TypeSeries declares a series a job found as it ran (a qdisc's statistic),
 	// sent before any of its samples.
 	TypeSeries = "series"

@@ -273,6 +273,7 @@ func (s *Server) env(req Request) runners.Env {
 		// series' first samples.
 		Declare: func(ser datafile.Series) { s.send(Message{Type: TypeSeries, Job: req.Job, Series: &ser}) },
 		Warn:    func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) },
+		Alert:   func(msg string) { s.send(Message{Type: TypeAlert, Message: msg}) },
 		Streams: s.streams,
 	}
 	if pair := req.Start.Pair; pair != "" {

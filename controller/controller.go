@@ -29,6 +29,7 @@ import (
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
+	"github.com/bloatbench/bloatbench/report"
 	"github.com/bloatbench/bloatbench/runners"
 	"github.com/bloatbench/bloatbench/tests"
 )
@@ -200,9 +201,17 @@ func (f *forwarder) Log(host, msg string) {
 	}
 }
 
+func (f *forwarder) Alert(host, msg string) {
+	if h := f.get(); h != nil {
+		h.Alert(host, msg)
+	}
+}
+
 // recorder writes what agents send during one run into its data file.
 type recorder struct {
 	w *datafile.Writer
+	// alert shows an agent's alerts to the person running the test.
+	alert func(host, msg string)
 	// prefix marks this run's job names: a job of an earlier run that ends late is
 	// not one of this run's.
 	prefix string
@@ -433,6 +442,15 @@ func (r *recorder) JobDone(host, job string, err error) {
 	default:
 		// Every job of the run fits in done; a surplus end is not one we wait for.
 	}
+}
+
+// Alert records what a host's agent warns of as Log does, and prints it as the
+// run goes (escaped: an agent's words are not trusted with the terminal).
+func (r *recorder) Alert(host, msg string) {
+	if r.alert != nil {
+		r.alert(host, datafile.Truncate(msg, datafile.MaxText))
+	}
+	r.Log(host, msg)
 }
 
 // Log records what a host's agent warns of, up to maxHostEvents a host.
@@ -697,6 +715,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 		return "", err
 	}
 	rec.w = w
+	rec.alert = func(host, msg string) { o.logf("warning: %s: %s", host, report.EscapeText(msg)) }
 	jobs := &jobSet{rec: rec}
 	runErr := o.drive(ctx, eps, w, rec, jobs, setup)
 	// Whatever is still running (the listener, the samplers; everything after Ctrl-C

@@ -74,6 +74,10 @@ type Env struct {
 	Emit    Emit
 	Declare func(datafile.Series)
 	Warn    func(msg string)
+	// Alert is a warning the person running the test must see as it runs (a
+	// test that did not get what it asked for), recorded as Warn's are. Nil
+	// falls back to Warn.
+	Alert func(msg string)
 	// Streams bounds the agent's TCP streams in system calls at once, shared by
 	// every stream job of the agent; nil bounds nothing.
 	Streams *StreamGate
@@ -94,6 +98,17 @@ type Started struct {
 // Job is a started job; Run runs it until it is done or ctx ends.
 type Job interface {
 	Run(ctx context.Context) error
+}
+
+// warn records msg, and shows it as the run goes when alert (Alert, or Warn
+// where the caller gave none); a nil Warn records nothing.
+func (env Env) warn(msg string, alert bool) {
+	switch {
+	case alert && env.Alert != nil:
+		env.Alert(msg)
+	case env.Warn != nil:
+		env.Warn(msg)
+	}
 }
 
 // JobFunc is a Job that is a function.

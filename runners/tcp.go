@@ -95,6 +95,9 @@ type StreamFlow struct {
 	TOS int `json:"tos,omitempty"`
 	// TCPInfo has the sender read the socket's TCP_INFO each step.
 	TCPInfo bool `json:"tcp_info,omitempty"`
+	// ECN is what the flow asks its connection to negotiate (off, on, accecn;
+	// "" takes the host's setting): checked once connected (tcpecn.go).
+	ECN string `json:"ecn,omitempty"`
 }
 
 // hello is the first line a stream's client sends, once it has the server's
@@ -411,6 +414,15 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 		}
 		return err
 	}
+	if anyECN(spec.Flows) {
+		got := make([]string, len(conns))
+		for i, c := range conns {
+			got[i] = negotiatedECN(c)
+		}
+		for _, l := range ecnReport(spec.Flows, got, clientTCPECN()) {
+			spec.env.warn(l.msg, l.alert)
+		}
+	}
 	if sleepUntil(ctx, start) != nil {
 		for _, c := range conns {
 			c.Close()
@@ -618,6 +630,8 @@ type flowGroup struct {
 	Name string `json:"name,omitempty"`
 	// TCPInfo has each stream's sender read TCP_INFO every step.
 	TCPInfo boolFlag `json:"tcp_info,omitempty"`
+	// ECN is what the group's connections must negotiate: off, on or accecn.
+	ECN string `json:"ecn,omitempty"`
 }
 
 // streamsPlan is what the agent gets: every flow, named.
@@ -675,8 +689,11 @@ var tcpStreamsKind = Kind{
 			if g.Name != "" && n != 1 {
 				return nil, nil, fmt.Errorf("flows[%d].name %q names one stream; the group has %d", i, g.Name, n)
 			}
+			if err := checkECNParam(g.ECN); err != nil {
+				return nil, nil, fmt.Errorf("flows[%d].%w", i, err)
+			}
 			for k := 0; k < n; k++ {
-				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction, TOS: tos, TCPInfo: bool(g.TCPInfo)}
+				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction, TOS: tos, TCPInfo: bool(g.TCPInfo), ECN: g.ECN}
 				if g.Name != "" {
 					f.Name = g.Name
 				}

@@ -99,6 +99,7 @@ type quietHandler struct{}
 func (quietHandler) Samples(string, map[string][]datafile.Sample) {}
 func (quietHandler) JobDone(string, string, error)                {}
 func (quietHandler) Log(string, string)                           {}
+func (quietHandler) Alert(string, string)                         {}
 func (quietHandler) Series(string, string, datafile.Series)       {}
 
 func restoreCommand() *cli.Command {
