@@ -4,6 +4,9 @@
 #   - TCP throughput and CPU: bloatbench tcp_4down vs iperf3 -P 4 -R (both download,
 #     4 streams, unshaped veth, so both are bound by CPU: throughput per CPU second
 #     says how much of the machine each tool's own work takes), rounds alternating;
+#   - scaling: 1, 2, 4, 8 and 16 download streams (tcp_ndown) against iperf3 -P N -R,
+#     rounds alternating which tool goes first, throughput and Mbit per CPU
+#     core-second (the whole run for both, and bloatbench's streams' time);
 #   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
 #     samples) against the default step, and with the sojourn sampler (the BPF
 #     programs on every qdisc enqueue and dequeue) against without it, in pairs of
@@ -19,7 +22,12 @@
 #     the data file's size, how long `summary` takes on it, and how many series miss
 #     more than 5% of their grid.
 # Usage: bash bench/compare.sh [SECONDS] [ROUNDS] [SCALE_SECONDS]
-#   (as root; make bench builds first; defaults 10 s, 3 rounds, 60 s for the scale run)
+#   (as root; make bench builds first; defaults 10 s, 3 rounds, 60 s for the scale run;
+#   BENCH_STREAMS="1 2 4 8 16" sets the scaling table's stream counts)
+# Every table is headed by the machine it ran on: CPU model and count, kernel,
+# default congestion control. Both tools run on the same lab with their defaults;
+# bloatbench's streams send with sendfile and receive with MSG_TRUNC, iperf3
+# copies (without -Z), as each does by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -88,6 +96,37 @@ for r in $(seq "$rounds"); do
   mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
   echo "$r,step0.05,$mb,," >> "$work/tput.csv"
 
+done
+
+# Scaling: N download streams against iperf3 -P N -R, N from BENCH_STREAMS, each
+# count in rounds that alternate which tool goes first (the machine drifts between
+# minutes); CPU of the whole command for both, and bloatbench's data file for the
+# streams' own time.
+echo "streams,round,tool,mbits,cpu_seconds,file" > "$work/ladder.csv"
+for n in ${BENCH_STREAMS:-1 2 4 8 16}; do
+  for r in $(seq "$rounds"); do
+    order="bloatbench iperf3"
+    [ $((r % 2)) -eq 0 ] && order="iperf3 bloatbench"
+    for tool in $order; do
+      if [ "$tool" = bloatbench ]; then
+        c0=$(cpu)
+        mb=$(run "$work/ladder.log" -H "$inv" -l "$secs" -d 0 --te download_streams="$n" tcp_ndown | sum_row)
+        c1=$(cpu)
+        file=$(datafile "$work/ladder.log")
+      else
+        ip netns exec "$sns" iperf3 -s -1 >/dev/null 2>&1 &
+        iperf3_server=$!
+        sleep 0.5
+        c0=$(cpu)
+        out=$(ip netns exec "$cns" iperf3 -c "$server_ip" -P "$n" -R -t "$secs" -J)
+        c1=$(cpu)
+        wait "$iperf3_server"
+        mb=$(echo "$out" | json "d['end']['sum_received']['bits_per_second']/1e6")
+        file=""
+      fi
+      echo "$n,$r,$tool,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}'),$file" >> "$work/ladder.csv"
+    done
+  done
 done
 touch "$work/cpu-trace.stop"
 wait "$tracer"
@@ -197,14 +236,16 @@ for i in 1 2 3; do
   awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}'
 done > "$work/summary-times.txt"
 
+machine="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, Linux $(uname -r), congestion control $(sysctl -n net.ipv4.tcp_congestion_control), iperf3 $(iperf3 --version | head -1 | awk '{print $2}')"
 python3 - "$work" "$secs" "$rounds" "$scale_secs" "$idle_file" "$loaded_file" "$scale_file" \
-  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" "$loss_file" <<'PY'
+  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" "$loss_file" "$machine" <<'PY'
 import csv, gzip, json, os, re, statistics, sys
 work, secs, rounds, scale_secs = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 idle_file, loaded_file, scale_file = sys.argv[5:8]
 ours_wall, ours_nominal, ours_wall0 = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10])
 flent_wall = float(sys.argv[11]) if sys.argv[11] else None
 loss_file = sys.argv[12]
+machine = sys.argv[13]
 
 rows = list(csv.DictReader(open(os.path.join(work, "tput.csv"))))
 def med(tool, key):
@@ -295,6 +336,7 @@ missing = re.findall(r"Warning: (.*?) has \d+ of its \d+ grid points", summary)
 more = re.search(r"Warning: and (\d+) more series miss", summary)
 n_missing = len(missing) + (int(more.group(1)) if more else 0)
 
+print(f"Machine: {machine}\n")
 print(f"bloatbench vs reference tools, local lab, {secs:g} s per run, median of {rounds} rounds; scale run {scale_secs} s\n")
 print("| measure | bloatbench | reference | ratio (bloatbench / reference) |")
 print("|---|---:|---:|---:|")
@@ -304,7 +346,7 @@ print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
 print(f"| CPU busy in the streams' time (t0 + delay to + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
 print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
 print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2) | {fm:.0f} | {bm:.0f} | {fm/bm:.2f} |")
-print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue and dequeue), Mbit/s (vs --no-sampler sojourn; {len(pair)} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
+print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver), Mbit/s (vs --no-sampler sojourn; {len(pair)} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:
     ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)
@@ -322,4 +364,28 @@ for i, a in enumerate(sorted(agents, reverse=True)):
 print(f"| 1024 streams: data file, MB (limit 20) | {size:.1f} | 20 | {size/20:.2f} |")
 print(f"| 1024 streams: `summary` of the file, s (limit 1) | {sum_time:.2f} | 1 | {sum_time:.2f} |")
 print(f"| 1024 streams: streams in the summary; series missing > 5% of their grid | {streams}; {n_missing} | 1024; 0 | |")
+
+# The scaling table: medians over the rounds of each stream count.
+ladder = list(csv.DictReader(open(os.path.join(work, "ladder.csv"))))
+if ladder:
+    print(f"\nMachine: {machine}\n")
+    print(f"Scaling: N TCP download streams, bloatbench tcp_ndown against iperf3 -P N -R, local lab, {secs:g} s per run, median of {rounds} rounds alternating which tool goes first\n")
+    print("| streams | bloatbench Mbit/s | iperf3 Mbit/s | ratio | bloatbench Mbit per core-second (whole run; streams' time) | iperf3 Mbit per core-second | ratio (whole run; streams' time) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sorted({int(r["streams"]) for r in ladder}):
+        rs = [r for r in ladder if int(r["streams"]) == n]
+        def m(tool, f):
+            return statistics.median(f(r) for r in rs if r["tool"] == tool)
+        bmb, imb = m("bloatbench", lambda r: float(r["mbits"])), m("iperf3", lambda r: float(r["mbits"]))
+        bce = m("bloatbench", lambda r: float(r["mbits"]) * secs / float(r["cpu_seconds"]))
+        ice = m("iperf3", lambda r: float(r["mbits"]) * secs / float(r["cpu_seconds"]))
+        def stream_eff(r):
+            head = None
+            for line in gzip.open(r["file"], "rt"):
+                head = json.loads(line)["metadata"]
+                break
+            a = head["t0"] + head["delay"]
+            return float(r["mbits"]) * secs / (busy_at(a + head["length"]) - busy_at(a))
+        bse_n = m("bloatbench", stream_eff)
+        print(f"| {n} | {bmb:.0f} | {imb:.0f} | {bmb/imb:.2f} | {bce:.0f}; {bse_n:.0f} | {ice:.0f} | {bce/ice:.2f}; {bse_n/ice:.2f} |")
 PY
