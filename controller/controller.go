@@ -446,17 +446,21 @@ func (r *recorder) JobDone(host, job string, err error) {
 
 // Alert records what a host's agent warns of as Log does, and prints it as the
 // run goes (escaped: an agent's words are not trusted with the terminal).
+// Past the host's cap on events it is neither: a hostile agent cannot flood the
+// terminal.
 func (r *recorder) Alert(host, msg string) {
-	if r.alert != nil {
+	if r.record(host, msg) && r.alert != nil {
 		r.alert(host, datafile.Truncate(msg, datafile.MaxText))
 	}
-	r.Log(host, msg)
 }
 
 // Log records what a host's agent warns of, up to maxHostEvents a host.
-func (r *recorder) Log(host, msg string) {
+func (r *recorder) Log(host, msg string) { r.record(host, msg) }
+
+// record is Log, saying whether msg was kept.
+func (r *recorder) record(host, msg string) bool {
 	if r.w == nil {
-		return
+		return false
 	}
 	r.mu.Lock()
 	t := r.tally(host)
@@ -474,6 +478,7 @@ func (r *recorder) Log(host, msg string) {
 	if !over {
 		r.warn(host, datafile.Truncate(msg, datafile.MaxText))
 	}
+	return !over
 }
 
 // warn records a warning about host.
