@@ -397,7 +397,7 @@ func (s *udpSink) run(ctx context.Context) error {
 
 // receive counts datagrams until the socket is closed.
 func (s *udpSink) receive(ctx context.Context) error {
-	buf, oob := make([]byte, 1<<16), make([]byte, 128)
+	buf, oob, reply := make([]byte, 1<<16), make([]byte, 128), make([]byte, 0, udpFeedbackSize)
 	for {
 		n, oobn, _, from, err := s.pc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -409,7 +409,10 @@ func (s *udpSink) receive(ctx context.Context) error {
 		if n < udpFloodHeader || subtle.ConstantTimeCompare(buf[:udpFloodKeySize], s.key[:]) != 1 {
 			continue // not one of ours
 		}
-		s.take(time.Now(), from, buf[:n], rxTOS(oob[:oobn]))
+		if fb := s.take(time.Now(), from, buf[:n], rxTOS(oob[:oobn]), reply[:0]); len(fb) > 0 {
+			// A failed send is a lost feedback, which the sender survives.
+			s.pc.WriteToUDPAddrPort(fb, from)
+		}
 	}
 }
 
@@ -417,18 +420,35 @@ func (s *udpSink) receive(ctx context.Context) error {
 // agree (-1: unmarked); ok is false when they do not or none says.
 func clientsTOS(clients []Client) (tos int, ok bool) {
 	for _, c := range clients {
-		if c.Kind != "udp-flood" {
+		ctos := 0
+		switch c.Kind {
+		case "udp-flood":
+			var p floodParams
+			if decodeRaw(c.Params, &p) != nil {
+				return 0, false
+			}
+			fc, err := p.resolve()
+			if err != nil {
+				return 0, false
+			}
+			ctos = fc.tos
+		case "udp-scalable":
+			var p scalableParams
+			if decodeRaw(c.Params, &p) != nil {
+				return 0, false
+			}
+			sc, err := p.resolve()
+			if err != nil {
+				return 0, false
+			}
+			ctos = sc.tos
+		default:
 			continue
 		}
-		var p floodParams
-		if decodeRaw(c.Params, &p) != nil {
+		if ok && ctos != tos {
 			return 0, false
 		}
-		fc, err := p.resolve()
-		if err != nil || ok && fc.tos != tos {
-			return 0, false
-		}
-		tos, ok = fc.tos, true
+		tos, ok = ctos, true
 	}
 	return tos, ok
 }
@@ -443,23 +463,25 @@ func ecnSeriesSuffix(cp int) string {
 }
 
 // take counts one datagram with the right key; tos is the byte it arrived with
-// (-1: the kernel did not say).
-func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int) {
+// (-1: the kernel did not say). For a scalable flow's data it returns the
+// feedback to send back, appended to fb (udpscalable.go): for every second
+// datagram and every CE-marked one.
+func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int, fb []byte) []byte {
 	flow := binary.BigEndian.Uint32(d[8:12])
-	k := sinkKey{from: from, flow: flow &^ udpControl}
+	k := sinkKey{from: from, flow: flow &^ (udpControl | udpWantsFeedback)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.flows[k]
 	if f == nil {
 		if len(s.flows) >= maxSinkFlows {
 			s.full++
-			return
+			return nil
 		}
 		f = &sinkFlow{}
 		s.flows[k] = f
 	}
 	if f.ended {
-		return // a late copy of its end, or data that came after it
+		return nil // a late copy of its end, or data that came after it
 	}
 	f.lastRx = now
 	if flow&udpControl != 0 {
@@ -480,7 +502,7 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int) {
 				s.summary(k, f)
 			}
 		}
-		return
+		return nil
 	}
 	seq := binary.BigEndian.Uint32(d[12:16])
 	switch {
@@ -500,6 +522,11 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int) {
 	f.total++
 	f.ecn.add(tos)
 	f.ecnAll.add(tos)
+	// Feedback only as big as what it answers, so that the sink amplifies nothing.
+	if flow&udpWantsFeedback == 0 || len(d) < udpFeedbackSize || f.total%2 == 1 && tos&ecnMask != ECNCE {
+		return nil
+	}
+	return appendFeedback(fb, s.key, k.flow, d[16:24], f.total, f.ecnAll[ECNCE], int64(min(f.maxSeq, math.MaxInt64)))
 }
 
 // tick samples every flow at now.

@@ -362,14 +362,14 @@ func TestUDPSinkCounting(t *testing.T) {
 		copy(d, s.key[:])
 		binary.BigEndian.PutUint32(d[8:12], flow)
 		binary.BigEndian.PutUint32(d[12:16], seq)
-		s.take(t0.Add(at), from, d, -1)
+		s.take(t0.Add(at), from, d, -1, nil)
 	}
 	control := func(at time.Duration, flow, typ uint32, body []byte) {
 		d := make([]byte, 16, 16+len(body))
 		copy(d, s.key[:])
 		binary.BigEndian.PutUint32(d[8:12], flow|udpControl)
 		binary.BigEndian.PutUint32(d[12:16], typ)
-		s.take(t0.Add(at), from, append(d, body...), -1)
+		s.take(t0.Add(at), from, append(d, body...), -1, nil)
 	}
 	ms := time.Millisecond
 	// Flow 8's data before its hello: counted, sampled once the name comes.
@@ -556,13 +556,13 @@ func TestUDPSinkSaysWhenECNWasBleached(t *testing.T) {
 		copy(hello, s.key[:])
 		binary.BigEndian.PutUint32(hello[8:12], 1|udpControl)
 		binary.BigEndian.PutUint32(hello[12:16], udpHello)
-		s.take(t0, from, append(hello, 'F'), -1)
+		s.take(t0, from, append(hello, 'F'), -1, nil)
 		for i, tos := range c.arrived {
 			d := make([]byte, 100)
 			copy(d, s.key[:])
 			binary.BigEndian.PutUint32(d[8:12], 1)
 			binary.BigEndian.PutUint32(d[12:16], uint32(i+1))
-			s.take(t0.Add(time.Duration(i)*time.Millisecond), from, d, tos)
+			s.take(t0.Add(time.Duration(i)*time.Millisecond), from, d, tos, nil)
 		}
 		s.finish(t0.Add(time.Second))
 		w := strings.Join(rec.warns, "\n")

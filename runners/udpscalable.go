@@ -1,0 +1,522 @@
+package runners
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bloatbench/bloatbench/datafile"
+)
+
+// A scalable UDP sender (RFC 9331's "scalable congestion control", as DCTCP and
+// TCP Prague are): L4S traffic made on any kernel, without the Prague module the
+// mainline lacks. It sends ECT(1) datagrams to a udp-sink at a rate it adjusts
+// once a round trip from the sink's feedback, as DCTCP adjusts its window:
+//
+//   - alpha, the moving average of the fraction of datagrams that arrived CE
+//     marked (gain 1/16 a round, starting at 1 as Linux's DCTCP does);
+//   - a round with CE marks in it cuts the rate by alpha/2; a round with loss and
+//     no marks halves it (a classic queue's signal); a round with neither adds a
+//     datagram a round trip (Reno's additive increase, in rate), or doubles the
+//     rate until the first signal (slow start);
+//   - no feedback for max(200 ms, 3 x srtt) halves the rate, as a retransmission
+//     timeout would, so that a lost sink does not leave a flood behind.
+//
+// Wire format: the flood's (udpflood.go), with two additions.
+//
+//	data      the flow field's bit 30 set (udpWantsFeedback), and bytes 16..24
+//	          the datagram's send time, nanoseconds since the flow's epoch on the
+//	          sender's monotonic clock (the sink only echoes it)
+//	feedback  a control datagram of type 3 from the sink, 48 bytes: bytes
+//	          16..24 the echoed send time of the datagram it answers, 24..32 the
+//	          data datagrams of the flow received so far, 32..40 those that arrived
+//	          CE, 40..48 the highest sequence number seen (unwrapped)
+//
+// The sink answers every second data datagram and every CE-marked one, and only
+// datagrams with the key of at least the feedback's size: it never sends more than
+// it was sent. The counts are cumulative, so a lost or reordered feedback loses
+// nothing but an RTT sample.
+
+const (
+	// udpWantsFeedback marks a data datagram whose sender wants the sink's
+	// feedback; flow numbers stay below it (MaxUDPFloodFlows).
+	udpWantsFeedback = 1 << 30
+	udpFeedback      = 3
+	// udpFeedbackSize is a feedback datagram's size, and the smallest datagram a
+	// scalable flow sends.
+	udpFeedbackSize = udpFloodHeader + 32
+	// scalableGain is alpha's gain a round (DCTCP's g, 1/16).
+	scalableGain = 1.0 / 16
+	// scalableStartRate is where a flow starts when the test gives no start_rate:
+	// slow start doubles it each round.
+	scalableStartRate = 1e6
+	// scalableMinRate is the least it sends: a few datagrams a second keep
+	// feedback, and so the rate, coming.
+	scalableMinPPS = 10
+	// scalableStall is the least time without feedback that halves the rate.
+	scalableStall = 200 * time.Millisecond
+)
+
+// Suffixes of a scalable flow's own series, besides the flood's.
+const (
+	udpRTTSuffix = " RTT"
+	udpCESuffix  = " CE fraction"
+)
+
+// scalableParams are a udp-scalable job's parameters.
+type scalableParams struct {
+	Series string `json:"series,omitempty"`
+	// MaxRate caps the rate (bandwidth as iperf writes it); 0 or "" is no cap
+	// below maxUDPBandwidth.
+	MaxRate    rateParam    `json:"max_rate,omitempty"`
+	StartRate  rateParam    `json:"start_rate,omitempty"`
+	PacketSize *wholeNumber `json:"packet_size,omitempty"`
+	TOS        tosParam     `json:"tos,omitempty"`
+	// ECN is the codepoint the data carries: ect1 (the default) takes dualpi2's L
+	// queue; ect0 makes it a DCTCP-like flow a classic ECN queue marks.
+	ECN textParam `json:"ecn,omitempty"`
+}
+
+// scalableConfig is a udp-scalable job's parameters resolved.
+type scalableConfig struct {
+	series   string
+	maxBps   float64
+	startBps float64
+	size     int
+	tos      int
+	marking  string
+}
+
+func (p scalableParams) resolve() (scalableConfig, error) {
+	c := scalableConfig{series: p.Series, size: DefaultUDPPacketSize, maxBps: maxUDPBandwidth, startBps: scalableStartRate}
+	if c.series == "" {
+		c.series = "UDP scalable"
+	}
+	// The flood's checks of the name, size and marking; its flows are one.
+	ecn := p.ECN
+	if ecn == "" {
+		ecn = "ect1"
+	}
+	fc, err := floodParams{Series: c.series, PacketSize: p.PacketSize, TOS: p.TOS, ECN: ecn}.resolve()
+	if err != nil {
+		return scalableConfig{}, err
+	}
+	if fc.size < udpFeedbackSize {
+		return scalableConfig{}, fmt.Errorf("packet_size is %d: a scalable flow's datagrams are at least %d bytes (the sink's feedback is that big, and never bigger than what it answers)", fc.size, udpFeedbackSize)
+	}
+	c.size, c.tos, c.marking = fc.size, fc.tos, fc.marking
+	for _, r := range []struct {
+		name string
+		v    rateParam
+		into *float64
+	}{{"max_rate", p.MaxRate, &c.maxBps}, {"start_rate", p.StartRate, &c.startBps}} {
+		bps, err := ParseBandwidth(string(r.v))
+		if err != nil {
+			return scalableConfig{}, fmt.Errorf("%s: %w", r.name, err)
+		}
+		if bps > 0 {
+			*r.into = bps
+		}
+	}
+	if least := c.minBps(); c.startBps < least || c.maxBps < least {
+		return scalableConfig{}, fmt.Errorf("start_rate %g and max_rate %g bit/s: want both at least %g bit/s (%d datagrams of %d bytes a second)",
+			c.startBps, c.maxBps, least, scalableMinPPS, c.size)
+	}
+	c.startBps = math.Min(c.startBps, c.maxBps)
+	return c, nil
+}
+
+// minBps is the least rate the flow sends at.
+func (c scalableConfig) minBps() float64 { return float64(8 * c.size * scalableMinPPS) }
+
+func (c scalableConfig) params() scalableParams {
+	size := wholeNumber(c.size)
+	p := scalableParams{Series: c.series, PacketSize: &size,
+		MaxRate:   rateParam(strconv.FormatFloat(c.maxBps, 'f', -1, 64)),
+		StartRate: rateParam(strconv.FormatFloat(c.startBps, 'f', -1, 64)),
+		TOS:       tosParam(strconv.Itoa(c.tos))}
+	return p
+}
+
+// udpScalableKind sends a scalable flow to a udp-sink job, named with connect:.
+var udpScalableKind = Kind{
+	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		var p scalableParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, nil, err
+		}
+		c, err := p.resolve()
+		if err != nil {
+			return nil, nil, err
+		}
+		flow := pl.Next(KindUDP)
+		var series []datafile.Series
+		for _, se := range []struct {
+			suffix, units, host string
+		}{
+			{"", "Mbits/s", datafile.HostPeer},
+			{udpSentSuffix, "Mbits/s", ""},
+			{udpLossSuffix, "%", datafile.HostPeer},
+			{udpTxSuffix, "packets/s", ""},
+			{udpRxSuffix, "packets/s", datafile.HostPeer},
+			{udpRTTSuffix, "ms", ""},
+			{udpCESuffix, "%", ""},
+		} {
+			s := datafile.Series{Name: c.series + se.suffix, Kind: KindUDP, Units: se.units, Host: se.host,
+				Direction: Upload, Flow: flow, Marking: c.marking, CC: "scalable"}
+			if err := pl.Claim(s.Name); err != nil {
+				return nil, nil, err
+			}
+			series = append(series, s)
+		}
+		b, err := json.Marshal(c.params())
+		return b, series, err
+	},
+	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		var p scalableParams
+		if err := decodeRaw(spec.Params, &p); err != nil {
+			return nil, Started{}, fmt.Errorf("udp-scalable: %w", err)
+		}
+		c, err := p.resolve()
+		if err != nil {
+			return nil, Started{}, fmt.Errorf("udp-scalable: %w", err)
+		}
+		if spec.Addr == "" {
+			return nil, Started{}, fmt.Errorf("udp-scalable: no udp-sink to send to (the job needs connect:)")
+		}
+		if _, port, err := net.SplitHostPort(spec.Addr); err != nil {
+			return nil, Started{}, fmt.Errorf("udp-scalable: sink address %q: %w", spec.Addr, err)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, Started{}, fmt.Errorf("udp-scalable: sink address %q: port %q is not a port number", spec.Addr, port)
+		}
+		if spec.Duration <= 0 {
+			return nil, Started{}, fmt.Errorf("udp-scalable: duration is %gs: a flow runs for a time", spec.Duration)
+		}
+		fl := &flood{cfg: floodConfig{series: c.series, flows: 1, size: c.size, tos: c.tos, marking: c.marking},
+			spec: spec, env: env, key: floodKey(spec.Token)}
+		s := &scalable{fl: fl, cfg: c}
+		return JobFunc(s.run), Started{Message: fmt.Sprintf("scalable UDP flow %s: %s, %d-byte datagrams, from %g Mbit/s, at most %g",
+			c.series, ECNName(max(c.tos, 0)), c.size, c.startBps/1e6, c.maxBps/1e6)}, nil
+	},
+}
+
+// scalableCC is the flow's rate control, apart from any socket so that a test can
+// drive it with feedback of its choosing. Times are since the flow's epoch.
+type scalableCC struct {
+	size             float64 // bytes a datagram
+	rate             float64 // bits/s
+	minRate, maxRate float64
+	slowStart        bool
+	alpha            float64
+	srtt             time.Duration // 0 until the first sample
+	lastFeedback     time.Duration
+	// The round: it ends with the feedback for a datagram sent at or after
+	// roundStart, and the counts are the feedback's at its start.
+	roundStart                   time.Duration
+	roundRecv, roundCE, roundGap int64
+	// The latest feedback's counts (the highest of each: feedback may come out
+	// of order).
+	recv, ce, maxSeq int64
+	// What the flow came to, for its closing line.
+	rounds, ceRounds, lossRounds, stalls int
+}
+
+func newScalableCC(c scalableConfig) *scalableCC {
+	return &scalableCC{size: float64(c.size), rate: c.startBps, minRate: c.minBps(), maxRate: c.maxBps,
+		slowStart: true, alpha: 1}
+}
+
+// feedback takes the sink's answer to a datagram sent at sent, arriving at now.
+func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) {
+	cc.lastFeedback = now
+	if rtt := now - sent; rtt > 0 && sent >= 0 {
+		if cc.srtt == 0 {
+			cc.srtt = rtt
+		} else {
+			cc.srtt += (rtt - cc.srtt) / 8
+		}
+	}
+	cc.recv, cc.ce, cc.maxSeq = max(cc.recv, recv), max(cc.ce, ce), max(cc.maxSeq, maxSeq)
+	if sent < cc.roundStart {
+		return
+	}
+	cc.rounds++
+	dRecv, dCE := cc.recv-cc.roundRecv, cc.ce-cc.roundCE
+	gap := cc.maxSeq - cc.recv // datagrams not (yet) received below the highest seen
+	lost := gap > cc.roundGap
+	if dRecv > 0 {
+		cc.alpha += scalableGain * (float64(dCE)/float64(dRecv) - cc.alpha)
+	}
+	switch {
+	case dCE > 0:
+		cc.ceRounds++
+		cc.slowStart = false
+		cc.rate *= 1 - cc.alpha/2
+	case lost:
+		cc.lossRounds++
+		cc.slowStart = false
+		cc.rate /= 2
+	case cc.slowStart:
+		cc.rate *= 2
+	case cc.srtt > 0:
+		cc.rate += 8 * cc.size / cc.srtt.Seconds()
+	}
+	cc.rate = math.Min(cc.maxRate, math.Max(cc.minRate, cc.rate))
+	cc.roundStart, cc.roundRecv, cc.roundCE, cc.roundGap = now, cc.recv, cc.ce, gap
+}
+
+// stalled halves the rate when no feedback has come for long enough (as a
+// retransmission timeout would); it says whether it did. The wait starts again.
+func (cc *scalableCC) stalled(now time.Duration) bool {
+	if now-cc.lastFeedback < max(scalableStall, 3*cc.srtt) {
+		return false
+	}
+	cc.stalls++
+	cc.slowStart = false
+	cc.rate = math.Max(cc.minRate, cc.rate/2)
+	cc.lastFeedback = now
+	// The round in progress ends without a verdict: the datagrams it waits for
+	// may never be answered.
+	cc.roundStart = now
+	return true
+}
+
+// scalable is a started udp-scalable job.
+type scalable struct {
+	fl  *flood
+	cfg scalableConfig
+	mu  sync.Mutex
+	cc  *scalableCC
+	// Since the last sample, for the RTT and CE series (under mu).
+	rttSum   time.Duration
+	rttN     int
+	feedback int64
+	// The counts and the time at the last sample.
+	lastRecv, lastCE int64
+	lastSample       time.Time
+	epoch            time.Time
+}
+
+func (s *scalable) since() time.Duration { return time.Since(s.epoch) }
+
+// run sends the flow from the start for the duration, its rate set by the sink's
+// feedback, and samples what it sent at every step of the run's grid.
+func (s *scalable) run(ctx context.Context) error {
+	fl := s.fl
+	start := startTime(fl.spec.Start)
+	end := start.Add(time.Duration(fl.spec.Duration * float64(time.Second)))
+	s.epoch = time.Now()
+	s.cc = newScalableCC(s.cfg)
+	conn, err := fl.dial(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("udp-scalable %s: %w", s.cfg.series, err)
+	}
+	f := &floodFlow{num: 1, name: s.cfg.series, conn: conn, last: start}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	recvDone := make(chan struct{})
+	go func() { defer close(recvDone); s.receive(conn) }()
+	for range 3 {
+		fl.hello(f)
+		if sleepUntil(ctx, time.Now().Add(10*time.Millisecond)) != nil {
+			return nil
+		}
+	}
+	if sleepUntil(ctx, start) != nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.cc.lastFeedback = s.since() // the wait for feedback starts with the data
+	s.lastSample = start
+	s.mu.Unlock()
+	dataDone := make(chan error, 1)
+	go func() {
+		s.send(ctx, f, end)
+		dataDone <- nil
+	}()
+	step := fl.spec.Step
+	if step <= 0 {
+		step = 0.2
+	}
+	sample := func(now time.Time) {
+		fl.sample(f, now)
+		s.sample(now)
+	}
+	onSteps(ctx, start, end, step, dataDone, sample)
+	select {
+	case <-dataDone:
+	case <-ctx.Done():
+	}
+	sample(time.Now())
+	fl.end(ctx, f)
+	conn.Close()
+	<-recvDone
+	if ctx.Err() != nil {
+		return nil
+	}
+	s.mu.Lock()
+	cc, fb := *s.cc, s.feedback
+	s.mu.Unlock()
+	if f.sent.Load() == 0 && f.failed > 0 {
+		return fmt.Errorf("udp-scalable %s: no datagram could be sent: %w", f.name, f.lastErr)
+	}
+	if fl.env.Warn != nil {
+		fl.env.Warn(fmt.Sprintf("udp-scalable %s: %d datagrams sent, %d feedback; %d rounds (%d with CE marks, %d with loss and none), %d stalls; "+
+			"ended at %.3f Mbit/s, alpha %.3f, srtt %.3f ms; the sink got %d, %d CE",
+			f.name, f.sent.Load(), fb, cc.rounds, cc.ceRounds, cc.lossRounds, cc.stalls, cc.rate/1e6, cc.alpha,
+			float64(cc.srtt)/float64(time.Millisecond), cc.recv, cc.ce))
+	}
+	if f.sent.Load() > 0 && fb == 0 {
+		fl.env.warn(fmt.Sprintf("udp-scalable %s: the sink at %s never answered %d datagrams: the flow ran at its least rate. "+
+			"A path that drops the feedback, or an agent on the sink's host from before udp-scalable", f.name, fl.spec.Addr, f.sent.Load()), true)
+	}
+	return nil
+}
+
+// receive takes the sink's feedback until the socket is closed. The socket is
+// connected: only the sink's address reaches it, and only with the key counts.
+func (s *scalable) receive(conn *net.UDPConn) {
+	buf := make([]byte, 256)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				// An ICMP port unreachable for a datagram sent before the sink
+				// was listening, or after it stopped: the next may do better.
+				continue
+			}
+			return
+		}
+		now := s.since()
+		fb, ok := parseFeedback(buf[:n], s.fl.key)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		s.feedback++
+		if rtt := now - fb.sent; rtt > 0 && fb.sent >= 0 {
+			s.rttSum += rtt
+			s.rttN++
+		}
+		s.cc.feedback(now, fb.sent, fb.recv, fb.ce, fb.maxSeq)
+		s.mu.Unlock()
+	}
+}
+
+// feedbackMsg is a sink's feedback, decoded.
+type feedbackMsg struct {
+	sent             time.Duration
+	recv, ce, maxSeq int64
+}
+
+// parseFeedback reads a feedback datagram for flow 1 with key; anything else is
+// not one.
+func parseFeedback(b []byte, key [udpFloodKeySize]byte) (feedbackMsg, bool) {
+	if len(b) != udpFeedbackSize || subtle.ConstantTimeCompare(b[:udpFloodKeySize], key[:]) != 1 ||
+		binary.BigEndian.Uint32(b[8:12]) != 1|udpControl || binary.BigEndian.Uint32(b[12:16]) != udpFeedback {
+		return feedbackMsg{}, false
+	}
+	u := func(i int) int64 { return int64(min(binary.BigEndian.Uint64(b[i:i+8]), math.MaxInt64)) }
+	return feedbackMsg{sent: time.Duration(u(16)), recv: u(24), ce: u(32), maxSeq: u(40)}, true
+}
+
+// appendFeedback is the sink's feedback for flow, answering a datagram that
+// carried sent (its bytes 16..24, echoed as they came).
+func appendFeedback(b []byte, key [udpFloodKeySize]byte, flow uint32, sent []byte, recv, ce, maxSeq int64) []byte {
+	b = append(b, key[:]...)
+	b = binary.BigEndian.AppendUint32(b, flow|udpControl)
+	b = binary.BigEndian.AppendUint32(b, udpFeedback)
+	b = append(b, sent[:8]...)
+	for _, v := range []int64{recv, ce, maxSeq} {
+		b = binary.BigEndian.AppendUint64(b, uint64(max(v, 0)))
+	}
+	return b
+}
+
+// send paces the flow's datagrams at the rate the control sets until end: each
+// wakeup sends every datagram due by then (a debt past udpMaxDebt is forgiven, as
+// the flood's is), each stamped with its send time.
+func (s *scalable) send(ctx context.Context, f *floodFlow, end time.Time) {
+	f.conn.SetWriteDeadline(end)
+	buf := make([]byte, s.cfg.size)
+	copy(buf, s.fl.key[:])
+	binary.BigEndian.PutUint32(buf[8:12], f.num|udpWantsFeedback)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	next := s.since()
+	nextHello := next + udpHelloEvery
+	for {
+		now := s.since()
+		if !s.epoch.Add(now).Before(end) || ctx.Err() != nil {
+			return
+		}
+		if now >= nextHello {
+			s.fl.hello(f)
+			nextHello += udpHelloEvery
+		}
+		s.mu.Lock()
+		s.cc.stalled(now)
+		rate := s.cc.rate
+		s.mu.Unlock()
+		gap := time.Duration(8 * float64(s.cfg.size) / rate * float64(time.Second))
+		next = max(next, now-udpMaxDebt)
+		for next <= now {
+			next += gap
+			binary.BigEndian.PutUint32(buf[12:16], uint32(f.sent.Load()+1))
+			binary.BigEndian.PutUint64(buf[16:24], uint64(s.since()))
+			if _, err := f.conn.Write(buf); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+					return
+				}
+				if !errors.Is(err, syscall.ECONNREFUSED) {
+					f.failed++
+					f.lastErr = err
+				}
+				continue
+			}
+			f.sent.Add(1)
+		}
+		timer.Reset(next - s.since())
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sample emits the feedback's round trip and CE fraction since the last sample;
+// a step with no feedback has neither.
+func (s *scalable) sample(now time.Time) {
+	s.mu.Lock()
+	rttSum, rttN := s.rttSum, s.rttN
+	dRecv, dCE := s.cc.recv-s.lastRecv, s.cc.ce-s.lastCE
+	s.rttSum, s.rttN, s.lastRecv, s.lastCE = 0, 0, s.cc.recv, s.cc.ce
+	dur := now.Sub(s.lastSample).Seconds()
+	s.lastSample = now
+	s.mu.Unlock()
+	if dur <= 0 {
+		return
+	}
+	t := unix(now)
+	if rttN > 0 {
+		s.fl.env.Emit(s.cfg.series+udpRTTSuffix, datafile.Sample{T: t, V: float64(rttSum) / float64(rttN) / float64(time.Millisecond), Dur: dur})
+	}
+	if dRecv > 0 {
+		s.fl.env.Emit(s.cfg.series+udpCESuffix, datafile.Sample{T: t, V: 100 * float64(dCE) / float64(dRecv), Dur: dur})
+	}
+}
