@@ -100,8 +100,11 @@ type DeviceRate struct {
 // fairness index among them.
 type Aggregate struct {
 	Name   string `json:"name" yaml:"name"`
-	Op     string `json:"op" yaml:"op"` // "sum", "avg", "fairness"
+	Op     string `json:"op" yaml:"op"` // "sum", "avg", "fairness", "ratio"
 	Series string `json:"series" yaml:"series"`
+	// Over is a ratio's divisor: the sum of the series it matches, as Series'
+	// sum is the dividend ("rate balance": classic flows over L4S flows).
+	Over string `json:"over,omitempty" yaml:"over,omitempty"`
 	// Exclude are names the glob matches that the aggregate leaves out (flent's
 	// glob(..., exclude=[...])).
 	Exclude []string `json:"exclude,omitempty" yaml:"exclude,omitempty"`
@@ -201,7 +204,19 @@ type Series struct {
 	// Pair names the client/server pair of a run with several ("1", "2", ...);
 	// the series' name ends with it (PairName).
 	Pair string `json:"pair,omitempty"`
+	// Measure says what a series' samples are where its kind alone does not:
+	// MeasureRTT for a probe's round trips.
+	Measure string `json:"measure,omitempty"`
 }
+
+// MeasureRTT marks a series whose samples are probes' round trips, as a ping
+// series' are: V the round trip in ms, T when the reply came (a lost probe: when
+// it was sent). Reports split them into idle and loaded as they split ping's.
+const MeasureRTT = "rtt"
+
+// IsRTT says whether a series' samples are probes' round trips: ping's, and any
+// kind's that says so.
+func IsRTT(se Series) bool { return se.Kind == KindPing || se.Measure == MeasureRTT }
 
 // PairName is the name a series of pair p has in a run with several pairs: the
 // name a test gives it, then the pair, so that each pair's rows sort together. No

@@ -87,28 +87,51 @@ func Aggregates(run *datafile.Run, grid map[string]GridSeries) []GridSeries {
 		// the same pair only, or each pair's would count twice.
 		for _, pair := range append([]string{""}, pairs...) {
 			name := datafile.PairName(a.Name, pair)
-			var members []GridSeries
-			for _, gname := range sortedNames(grid) {
-				m, ok := eligible[gname]
-				if !ok || m.base == a.Name || (m.agg || pair != "") && m.pair != pair {
-					continue
+			match := func(glob string) []GridSeries {
+				var members []GridSeries
+				for _, gname := range sortedNames(grid) {
+					m, ok := eligible[gname]
+					if !ok || m.base == a.Name || (m.agg || pair != "") && m.pair != pair {
+						continue
+					}
+					if ok, _ := path.Match(glob, m.base); ok && !slices.Contains(a.Exclude, m.base) {
+						members = append(members, grid[gname])
+					}
 				}
-				if ok, _ := path.Match(a.Series, m.base); ok && !slices.Contains(a.Exclude, m.base) {
-					members = append(members, grid[gname])
-				}
+				return members
 			}
-			g := GridSeries{Name: name, Values: make([]float64, n)}
-			if len(members) > 0 && a.Op != "fairness" {
-				g.Units = members[0].Units
-			}
-			for k := range g.Values {
+			at := func(members []GridSeries, k int) []float64 {
 				var xs []float64
 				for _, m := range members {
 					if k < len(m.Values) && !math.IsNaN(m.Values[k]) {
 						xs = append(xs, m.Values[k])
 					}
 				}
-				g.Values[k] = combine(a.Op, xs)
+				return xs
+			}
+			members := match(a.Series)
+			var over []GridSeries
+			if a.Op == "ratio" {
+				over = match(a.Over)
+			}
+			g := GridSeries{Name: name, Values: make([]float64, n)}
+			if len(members) > 0 && a.Op != "fairness" && a.Op != "ratio" {
+				g.Units = members[0].Units
+			}
+			for k := range g.Values {
+				if a.Op == "ratio" {
+					// A step where either side has no value, or the divisor
+					// sums to 0, has no ratio.
+					num, den := at(members, k), at(over, k)
+					g.Values[k] = math.NaN()
+					if len(num) > 0 && len(den) > 0 {
+						if d := combine("sum", den); d > 0 {
+							g.Values[k] = combine("sum", num) / d
+						}
+					}
+					continue
+				}
+				g.Values[k] = combine(a.Op, at(members, k))
 			}
 			grid[name] = g
 			eligible[name] = member{base: a.Name, pair: pair, agg: true}

@@ -69,6 +69,8 @@ func TestOwnRowsAndAggregates(t *testing.T) {
 		{Name: "TCP totals", Op: "sum", Series: "TCP*", Exclude: []string{"TCP download sum", "TCP download avg", "TCP RR latency"}},
 		{Name: "Fairness", Op: "fairness", Series: "TCP download::*"},
 		{Name: "TCP download sum", Op: "sum", Series: "TCP download::*"}, // the grid's own
+		{Name: "Balance", Op: "ratio", Series: "TCP download::1", Over: "TCP download::2"},
+		{Name: "No divisor", Op: "ratio", Series: "TCP download::1", Over: "UDP*"},
 	}
 	rows := rowsByName(Summarize(run))
 	if r := rows["TCP RR latency"]; !r.Own || r.Points != 10 || r.Avg != 5.5 || r.Units != "ms" {
@@ -80,6 +82,13 @@ func TestOwnRowsAndAggregates(t *testing.T) {
 	// Flows of 24 and 25 Mbit/s after the first step: (49)^2/(2*(24^2+25^2)).
 	if r := rows["Fairness"]; math.Abs(r.Median-49.0*49/(2*(24*24+25*25))) > 1e-12 || r.Units != "" {
 		t.Errorf("fairness %+v", r)
+	}
+	// 24 over 25 Mbit/s at every step but the first (5 over 5).
+	if r := rows["Balance"]; !r.Own || r.Points != 50 || r.Median != 24.0/25 || math.Abs(r.Avg-(49*24.0/25+1)/50) > 1e-12 || r.Units != "" {
+		t.Errorf("ratio %+v", r)
+	}
+	if r := rows["No divisor"]; r.Points != 0 {
+		t.Errorf("a ratio over nothing %+v", r)
 	}
 	if r := rows["TCP download sum"]; r.Own {
 		t.Error("the grid's own sum was taken for the test's aggregate")
@@ -284,5 +293,55 @@ func TestDualPI2ClassRows(t *testing.T) {
 		if !found {
 			t.Errorf("compare has no metric %q", name)
 		}
+	}
+}
+
+// A series of any kind that says its samples are probes' round trips (a UDP
+// probe's) gets the rows a ping series gets, idle and loaded included, with the
+// same numbers for the same samples; its one-way series keep one row each.
+func TestProbeRTTRowsAreAPing(t *testing.T) {
+	run := syntheticRun(1, false)
+	ping := run.Samples["Ping (ms) ICMP"]
+	l4s := datafile.Series{Name: "Ping (ms) UDP L4S RTT", Kind: "udpprobe", Units: "ms", Measure: datafile.MeasureRTT, Marking: "ECT(1)"}
+	down := datafile.Series{Name: "Ping (ms) UDP L4S down", Kind: "udpprobe", Units: "ms"}
+	run.Series = append(run.Series, l4s, down)
+	run.Samples[l4s.Name] = ping
+	run.Samples[down.Name] = ping
+	rows := rowsByName(Summarize(run))
+	for _, suffix := range []string{"", LoadedSuffix, IdleSuffix} {
+		want, got := rows["Ping (ms) ICMP"+suffix], rows[l4s.Name+suffix]
+		if got.Points == 0 || got.Avg != want.Avg || got.Median != want.Median || got.Points != want.Points || got.Own != want.Own {
+			t.Errorf("row %q %+v, want ping's %+v", l4s.Name+suffix, got, want)
+		}
+	}
+	if _, ok := rows[down.Name+LoadedSuffix]; ok || rows[down.Name].Points == 0 {
+		t.Errorf("the one-way series: %+v, %+v", rows[down.Name], rows[down.Name+LoadedSuffix])
+	}
+}
+
+// An own series whose raw statistic is 0 (a CE fraction of 0 all run long) has
+// the row of its grid, as flent prints it for the export (it takes a raw 0 as
+// none): here the grid has one point more than the samples, as the first sample
+// covers two.
+func TestOwnRowOfZerosIsTheGrids(t *testing.T) {
+	run := syntheticRun(1, false)
+	t0 := run.Metadata.T0
+	ce := datafile.Series{Name: "L4S CE fraction", Kind: "udp", Units: "%"}
+	some := datafile.Series{Name: "L4S RTT", Kind: "udp", Units: "ms"}
+	run.Series = append(run.Series, ce, some)
+	for k := 1; k <= 10; k++ {
+		dur := 0.2
+		if k == 1 {
+			dur = 0.25
+		}
+		run.Samples[ce.Name] = append(run.Samples[ce.Name], datafile.Sample{T: t0 + 2 + float64(k)*0.2, Dur: dur, V: 0})
+		run.Samples[some.Name] = append(run.Samples[some.Name], datafile.Sample{T: t0 + 2 + float64(k)*0.2, Dur: dur, V: float64(k)})
+	}
+	rows := rowsByName(Summarize(run))
+	if r := rows[ce.Name]; r.Points != 11 || r.Avg != 0 || r.Median != 0 {
+		t.Errorf("zeros: %+v, want the grid's 11 points of 0", r)
+	}
+	if r := rows[some.Name]; r.Points != 10 || r.Avg != 5.5 {
+		t.Errorf("values: %+v, want the 10 samples'", r)
 	}
 }

@@ -169,7 +169,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	pooled := map[string]*pingRows{}
 	var pooledOrder []string
 	for _, se := range run.Series {
-		if se.Kind != datafile.KindPing {
+		if !datafile.IsRTT(se) {
 			continue
 		}
 		var p pingRows
@@ -242,6 +242,9 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			continue
 		}
+		if datafile.IsRTT(se) {
+			continue
+		}
 		var xs []float64
 		for _, x := range run.Samples[se.Name] {
 			keep := in(x.T)
@@ -255,6 +258,15 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		r := rowOf(se.Name, se.Units, xs)
 		if raw, ok := run.Raw[se.Name]; ok {
 			r = rawRow(raw, in, r)
+		} else if none := func(v float64) bool { return math.IsNaN(v) || v == 0 }; !run.GridCut[se.Name] && (none(r.Avg) || none(r.Median) || none(r.P99)) {
+			// A flent export carries these samples as the series' raw values and
+			// on its grid, and flent takes a raw statistic of 0 as none and
+			// prints the grid's (rawRow): a CE fraction of 0 all run long counts
+			// the grid's points. So does this row, as flent's summary of the
+			// export reads. (A series a file of another tool has on its grid only
+			// is its grid already.)
+			g := gridRow(run, se, func(k int) bool { return in(grid.Time(k)) })
+			r = rawRow(run.Samples[se.Name], in, g)
 		}
 		r.Own = true
 		s.Rows = append(s.Rows, r)
@@ -298,6 +310,33 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	s.QueueWarnings = append(s.QueueWarnings, slowDrains(devs, devOrder, rates, lf, lt)...)
 	s.Warnings = append(s.Warnings, s.QueueWarnings...)
 	return s
+}
+
+// gridRow is the row of a series' values on the run's grid (as OnGrid puts
+// them, and a flent export writes them) at the points keep keeps.
+func gridRow(run *datafile.Run, se datafile.Series, keep func(k int) bool) Row {
+	g := GridOf(run.Metadata)
+	samples := run.Samples[se.Name]
+	var values []float64
+	if intervals(samples) {
+		values = AlignIntervals(g, samples)
+	} else {
+		values = make([]float64, g.N)
+		for k := range values {
+			values[k] = math.NaN()
+		}
+		for i, k := range PingSlots(g, samples) {
+			if k >= 0 {
+				values[k] = samples[i].V
+			}
+		}
+	}
+	for k := range values {
+		if !keep(k) {
+			values[k] = math.NaN()
+		}
+	}
+	return rowOf(se.Name, se.Units, defined(values))
 }
 
 // rawRow is the row of a series a file of another tool has raw values of besides

@@ -426,6 +426,12 @@ var udpProbeKind = Kind{
 		var series []datafile.Series
 		for _, suffix := range []string{udpProbeRTTSuffix, udpProbeUpSuffix, udpProbeDownSuffix} {
 			se := datafile.Series{Name: c.series + suffix, Kind: KindUDPProbe, Units: "ms", Marking: c.marking}
+			if suffix == udpProbeRTTSuffix {
+				// The round trips get idle and loaded rows, as ping's do; the
+				// one-way delays' samples are timed at the reply too, not at
+				// the probe's send, so they keep their one row.
+				se.Measure = datafile.MeasureRTT
+			}
 			if err := pl.Claim(se.Name); err != nil {
 				return nil, nil, err
 			}

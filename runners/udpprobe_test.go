@@ -184,7 +184,9 @@ func TestUDPProbePlan(t *testing.T) {
 		return datafile.Series{Name: name, Kind: KindUDPProbe, Units: "ms", Marking: marking}
 	}
 	three := func(base, marking string) []datafile.Series {
-		return []datafile.Series{ms(base+" RTT", marking), ms(base+" up", marking), ms(base+" down", marking)}
+		rtt := ms(base+" RTT", marking)
+		rtt.Measure = datafile.MeasureRTT // idle and loaded rows, as ping's
+		return []datafile.Series{rtt, ms(base+" up", marking), ms(base+" down", marking)}
 	}
 	for _, tc := range []struct {
 		kind   string

@@ -79,7 +79,8 @@ type JobDef struct {
 }
 
 // Aggregate is a series a report computes from others: the sum or average of the
-// series whose names match a glob, or Jain's fairness index among them.
+// series whose names match a glob, Jain's fairness index among them, or the
+// ratio of their sum to the sum of another glob's.
 type Aggregate = datafile.Aggregate
 
 // Plan is a definition with its parameters resolved: the jobs a run starts.
@@ -284,11 +285,17 @@ func (d *Definition) check() error {
 		switch {
 		case a.Name == "":
 			return fmt.Errorf("%s.name: name the aggregate's series", key)
-		case a.Op != "sum" && a.Op != "avg" && a.Op != "fairness":
-			return fmt.Errorf("%s.op %q: use sum, avg or fairness", key, a.Op)
+		case a.Op != "sum" && a.Op != "avg" && a.Op != "fairness" && a.Op != "ratio":
+			return fmt.Errorf("%s.op %q: use sum, avg, fairness or ratio", key, a.Op)
+		case a.Op == "ratio" && a.Over == "":
+			return fmt.Errorf("%s.over: a ratio divides the sum of series by the sum of over's, a glob of series names", key)
+		case a.Op != "ratio" && a.Over != "":
+			return fmt.Errorf("%s.over: only op ratio takes over", key)
 		}
-		if _, err := path.Match(a.Series, ""); err != nil || a.Series == "" {
-			return fmt.Errorf("%s.series %q: a glob of series names, e.g. \"TCP download::*\"", key, a.Series)
+		for _, g := range []struct{ name, v string }{{"series", a.Series}, {"over", a.Over}} {
+			if _, err := path.Match(g.v, ""); err != nil || g.v == "" && (g.name == "series" || a.Op == "ratio") {
+				return fmt.Errorf("%s.%s %q: a glob of series names, e.g. \"TCP download::*\"", key, g.name, g.v)
+			}
 		}
 	}
 	return nil
