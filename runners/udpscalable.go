@@ -60,8 +60,8 @@ const (
 	// scalableStartRate is where a flow starts when the test gives no start_rate:
 	// slow start doubles it each round.
 	scalableStartRate = 1e6
-	// scalableMinRate is the least it sends: a few datagrams a second keep
-	// feedback, and so the rate, coming.
+	// scalableMinPPS bounds start_rate and max_rate from below: a flow capped
+	// under 10 datagrams a second measures nothing.
 	scalableMinPPS = 10
 	// scalableStall is the least time without feedback that halves the rate.
 	scalableStall = 200 * time.Millisecond
@@ -136,7 +136,7 @@ func (p scalableParams) resolve() (scalableConfig, error) {
 	return c, nil
 }
 
-// minBps is the least rate the flow sends at.
+// minBps is the least start_rate and max_rate a test may give.
 func (c scalableConfig) minBps() float64 { return float64(8 * c.size * scalableMinPPS) }
 
 func (c scalableConfig) params() scalableParams {
@@ -210,31 +210,57 @@ var udpScalableKind = Kind{
 	},
 }
 
-// scalableCC is the flow's rate control, apart from any socket so that a test can
-// drive it with feedback of its choosing. Times are since the flow's epoch.
+// scalableCC is the flow's congestion control, apart from any socket so that a
+// test can drive it with feedback of its choosing. Like DCTCP it keeps a window,
+// the datagrams it may have in flight (sent past the highest sequence number the
+// sink has reported), and paces them over the smoothed round trip: a rate alone,
+// with nothing in flight to bound it, kept sending into a queue that grew to
+// seconds under fq_codel's slow classic marking, each round of reaction taking
+// as long as the queue. Times are since the flow's epoch.
 type scalableCC struct {
-	size             float64 // bytes a datagram
-	rate             float64 // bits/s
-	minRate, maxRate float64
-	slowStart        bool
-	alpha            float64
-	srtt             time.Duration // 0 until the first sample
-	lastFeedback     time.Duration
+	size      float64 // bytes a datagram
+	startRate float64 // bits/s, the pace until a round trip is measured
+	maxRate   float64 // bits/s
+	cwnd      float64 // datagrams
+	slowStart bool
+	alpha     float64
+	srtt      time.Duration // 0 until the first sample
+	// sent is the highest sequence number sent (the sender's), and the others
+	// the latest feedback's (the highest of each: feedback may come out of order).
+	sent, recv, ce, maxSeq int64
+	lastFeedback           time.Duration
 	// The round: it ends with the feedback for a datagram sent at or after
 	// roundStart, and the counts are the feedback's at its start.
 	roundStart                   time.Duration
 	roundRecv, roundCE, roundGap int64
-	// The latest feedback's counts (the highest of each: feedback may come out
-	// of order).
-	recv, ce, maxSeq int64
 	// What the flow came to, for its closing line.
 	rounds, ceRounds, lossRounds, stalls int
 }
 
+const (
+	// scalableInitialWindow is Linux's initial window (RFC 6928), in datagrams.
+	scalableInitialWindow = 10
+	// scalableMinWindow is the least window: two datagrams keep feedback coming.
+	scalableMinWindow = 2
+)
+
 func newScalableCC(c scalableConfig) *scalableCC {
-	return &scalableCC{size: float64(c.size), rate: c.startBps, minRate: c.minBps(), maxRate: c.maxBps,
+	return &scalableCC{size: float64(c.size), startRate: c.startBps, maxRate: c.maxBps, cwnd: scalableInitialWindow,
 		slowStart: true, alpha: 1}
 }
+
+// rate is the pace, bits/s: the window over the smoothed round trip, a quarter
+// faster so that the window, not the pace, is what limits (Linux paces TCP at
+// 1.2 times in congestion avoidance), at most the cap.
+func (cc *scalableCC) rate() float64 {
+	if cc.srtt <= 0 {
+		return cc.startRate
+	}
+	return math.Min(cc.maxRate, 1.25*8*cc.size*cc.cwnd/cc.srtt.Seconds())
+}
+
+// canSend says whether the window has room for one more datagram.
+func (cc *scalableCC) canSend() bool { return float64(cc.sent-cc.maxSeq) < cc.cwnd }
 
 // feedback takes the sink's answer to a datagram sent at sent, arriving at now.
 func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) {
@@ -246,7 +272,7 @@ func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) 
 			cc.srtt += (rtt - cc.srtt) / 8
 		}
 	}
-	cc.recv, cc.ce, cc.maxSeq = max(cc.recv, recv), max(cc.ce, ce), max(cc.maxSeq, maxSeq)
+	cc.recv, cc.ce, cc.maxSeq = max(cc.recv, recv), max(cc.ce, ce), min(max(cc.maxSeq, maxSeq), cc.sent)
 	if sent < cc.roundStart {
 		return
 	}
@@ -257,33 +283,46 @@ func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) 
 	if dRecv > 0 {
 		cc.alpha += scalableGain * (float64(dCE)/float64(dRecv) - cc.alpha)
 	}
+	// DCTCP's round: a cut of alpha/2 when marks came, and the additive increase
+	// of a datagram a round trip all the same; a window of 2/alpha is where the
+	// two balance.
 	switch {
 	case dCE > 0:
 		cc.ceRounds++
 		cc.slowStart = false
-		cc.rate *= 1 - cc.alpha/2
+		cc.cwnd = cc.cwnd*(1-cc.alpha/2) + 1
 	case lost:
 		cc.lossRounds++
 		cc.slowStart = false
-		cc.rate /= 2
+		cc.cwnd /= 2
 	case cc.slowStart:
-		cc.rate *= 2
-	case cc.srtt > 0:
-		cc.rate += 8 * cc.size / cc.srtt.Seconds()
+		cc.cwnd *= 2
+	default:
+		cc.cwnd++
 	}
-	cc.rate = math.Min(cc.maxRate, math.Max(cc.minRate, cc.rate))
+	// A window past what the cap lets through in two round trips would only
+	// grow while the cap holds the pace.
+	top := math.Inf(1)
+	if cc.srtt > 0 {
+		top = math.Max(scalableMinWindow, 2*cc.maxRate*cc.srtt.Seconds()/(8*cc.size))
+	}
+	cc.cwnd = math.Min(top, math.Max(scalableMinWindow, cc.cwnd))
 	cc.roundStart, cc.roundRecv, cc.roundCE, cc.roundGap = now, cc.recv, cc.ce, gap
 }
 
-// stalled halves the rate when no feedback has come for long enough (as a
-// retransmission timeout would); it says whether it did. The wait starts again.
+// stalled takes it that what is in flight was lost when no feedback has come
+// for max(200 ms, 3 srtt) with datagrams in flight, as a retransmission timeout
+// would: the window falls to its least and the flow sends again; it says
+// whether it did. A sink that is gone so gets two datagrams a wait, no flood.
 func (cc *scalableCC) stalled(now time.Duration) bool {
-	if now-cc.lastFeedback < max(scalableStall, 3*cc.srtt) {
+	if cc.sent == cc.maxSeq || now-cc.lastFeedback < max(scalableStall, 3*cc.srtt) {
 		return false
 	}
 	cc.stalls++
 	cc.slowStart = false
-	cc.rate = math.Max(cc.minRate, cc.rate/2)
+	cc.cwnd = scalableMinWindow
+	cc.maxSeq = cc.sent
+	cc.roundGap = cc.maxSeq - cc.recv
 	cc.lastFeedback = now
 	// The round in progress ends without a verdict: the datagrams it waits for
 	// may never be answered.
@@ -297,6 +336,8 @@ type scalable struct {
 	cfg scalableConfig
 	mu  sync.Mutex
 	cc  *scalableCC
+	// opened wakes the sender when feedback may have opened the window.
+	opened chan struct{}
 	// Since the last sample, for the RTT and CE series (under mu).
 	rttSum   time.Duration
 	rttN     int
@@ -317,6 +358,7 @@ func (s *scalable) run(ctx context.Context) error {
 	end := start.Add(time.Duration(fl.spec.Duration * float64(time.Second)))
 	s.epoch = time.Now()
 	s.cc = newScalableCC(s.cfg)
+	s.opened = make(chan struct{}, 1)
 	conn, err := fl.dial(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -376,12 +418,12 @@ func (s *scalable) run(ctx context.Context) error {
 	}
 	if fl.env.Warn != nil {
 		fl.env.Warn(fmt.Sprintf("udp-scalable %s: %d datagrams sent, %d feedback; %d rounds (%d with CE marks, %d with loss and none), %d stalls; "+
-			"ended at %.3f Mbit/s, alpha %.3f, srtt %.3f ms; the sink got %d, %d CE",
-			f.name, f.sent.Load(), fb, cc.rounds, cc.ceRounds, cc.lossRounds, cc.stalls, cc.rate/1e6, cc.alpha,
+			"ended with a window of %.1f datagrams at %.3f Mbit/s, alpha %.3f, srtt %.3f ms; the sink got %d, %d CE",
+			f.name, f.sent.Load(), fb, cc.rounds, cc.ceRounds, cc.lossRounds, cc.stalls, cc.cwnd, cc.rate()/1e6, cc.alpha,
 			float64(cc.srtt)/float64(time.Millisecond), cc.recv, cc.ce))
 	}
 	if f.sent.Load() > 0 && fb == 0 {
-		fl.env.warn(fmt.Sprintf("udp-scalable %s: the sink at %s never answered %d datagrams: the flow ran at its least rate. "+
+		fl.env.warn(fmt.Sprintf("udp-scalable %s: the sink at %s never answered %d datagrams: the flow sent two a wait. "+
 			"A path that drops the feedback, or an agent on the sink's host from before udp-scalable", f.name, fl.spec.Addr, f.sent.Load()), true)
 	}
 	return nil
@@ -414,6 +456,10 @@ func (s *scalable) receive(conn *net.UDPConn) {
 		}
 		s.cc.feedback(now, fb.sent, fb.recv, fb.ce, fb.maxSeq)
 		s.mu.Unlock()
+		select {
+		case s.opened <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -447,9 +493,10 @@ func appendFeedback(b []byte, key [udpFloodKeySize]byte, flow uint32, sent []byt
 	return b
 }
 
-// send paces the flow's datagrams at the rate the control sets until end: each
-// wakeup sends every datagram due by then (a debt past udpMaxDebt is forgiven, as
-// the flood's is), each stamped with its send time.
+// send sends the flow's datagrams until end, each stamped with its send time,
+// while the window has room, paced at the control's rate: each wakeup sends
+// every datagram due by then (a debt past udpMaxDebt is forgiven, as the
+// flood's is) that the window allows. A full window waits for feedback.
 func (s *scalable) send(ctx context.Context, f *floodFlow, end time.Time) {
 	f.conn.SetWriteDeadline(end)
 	buf := make([]byte, s.cfg.size)
@@ -470,18 +517,32 @@ func (s *scalable) send(ctx context.Context, f *floodFlow, end time.Time) {
 		}
 		s.mu.Lock()
 		s.cc.stalled(now)
-		rate := s.cc.rate
+		gap := time.Duration(8 * float64(s.cfg.size) / s.cc.rate() * float64(time.Second))
 		s.mu.Unlock()
-		gap := time.Duration(8 * float64(s.cfg.size) / rate * float64(time.Second))
 		next = max(next, now-udpMaxDebt)
 		for next <= now {
+			s.mu.Lock()
+			open := s.cc.canSend()
+			if open {
+				s.cc.sent++
+			}
+			seq := s.cc.sent
+			s.mu.Unlock()
+			if !open {
+				// The pace's schedule starts again when the window opens: a
+				// datagram the window held back is not owed.
+				next = now
+				break
+			}
 			next += gap
-			binary.BigEndian.PutUint32(buf[12:16], uint32(f.sent.Load()+1))
+			binary.BigEndian.PutUint32(buf[12:16], uint32(seq))
 			binary.BigEndian.PutUint64(buf[16:24], uint64(s.since()))
 			if _, err := f.conn.Write(buf); err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
 					return
 				}
+				// Counted sent all the same: the sequence number is used, and
+				// the sink counts it lost, as a drop in this host's qdisc is.
 				if !errors.Is(err, syscall.ECONNREFUSED) {
 					f.failed++
 					f.lastErr = err
@@ -490,9 +551,15 @@ func (s *scalable) send(ctx context.Context, f *floodFlow, end time.Time) {
 			}
 			f.sent.Add(1)
 		}
-		timer.Reset(next - s.since())
+		wait := next - s.since()
+		if next <= now {
+			// A full window: until feedback comes, or the stall check is due.
+			wait = scalableStall
+		}
+		timer.Reset(wait)
 		select {
 		case <-timer.C:
+		case <-s.opened:
 		case <-ctx.Done():
 			return
 		}

@@ -69,97 +69,118 @@ func TestUDPScalablePlan(t *testing.T) {
 	}
 }
 
-// TestScalableCCRounds drives the rate control with feedback of known counts, a
+// TestScalableCCRounds drives the control with feedback of known counts, a
 // round at a time.
 func TestScalableCCRounds(t *testing.T) {
 	ms := time.Millisecond
 	cfg := scalableConfig{size: 1000, startBps: 1e6, maxBps: 50e6}
 	cc := newScalableCC(cfg)
+	if cc.rate() != 1e6 || cc.cwnd != 10 {
+		t.Fatalf("before a round trip: rate %g, window %g; want the start rate and 10", cc.rate(), cc.cwnd)
+	}
 	var now time.Duration
-	var recv, ce, seq int64
+	var recv, ce int64
 	// round sends n datagrams over a 10 ms round trip: marked of them CE, lost
-	// of them never come; the feedback answers each datagram that came.
+	// of them never come; the feedback answers them.
 	round := func(n, marked, lost int64) {
 		sent := now
+		for range n {
+			if !cc.canSend() {
+				t.Fatalf("window %g full at %d in flight", cc.cwnd, cc.sent-cc.maxSeq)
+			}
+			cc.sent++
+		}
 		now += 10 * ms
-		seq += n
 		recv += n - lost
 		ce += marked
-		cc.feedback(now, sent, recv, ce, seq)
+		cc.feedback(now, sent, recv, ce, cc.sent)
 	}
 	// alpha moves a 1/16 toward each round's marked fraction, from 1.
 	alpha := 1.0
 	round(10, 0, 0)
 	alpha -= alpha / 16
-	if cc.rate != 2e6 || !cc.slowStart || cc.srtt != 10*ms {
-		t.Fatalf("after a clean round in slow start: rate %g, slow start %v, srtt %v; want 2e6, true, 10ms", cc.rate, cc.slowStart, cc.srtt)
+	if cc.cwnd != 20 || !cc.slowStart || cc.srtt != 10*ms {
+		t.Fatalf("after a clean round in slow start: window %g, slow start %v, srtt %v; want 20, true, 10ms", cc.cwnd, cc.slowStart, cc.srtt)
 	}
-	round(10, 0, 0)
-	round(10, 0, 0)
-	alpha -= alpha / 16
-	alpha -= alpha / 16
-	if cc.rate != 8e6 || math.Abs(cc.alpha-alpha) > 1e-12 {
-		t.Fatalf("three clean rounds: rate %g alpha %g, want 8e6, %g", cc.rate, cc.alpha, alpha)
+	// The pace: 1.25 windows a round trip.
+	if want := 1.25 * 8 * 1000 * 20 / 0.01; math.Abs(cc.rate()-want) > 1e-6 {
+		t.Fatalf("rate %g, want %g", cc.rate(), want)
 	}
-	// Half the datagrams marked: alpha toward 0.5 by 1/16, the rate cut by
-	// alpha/2, slow start over.
-	round(10, 5, 0)
+	round(20, 0, 0)
+	alpha -= alpha / 16
+	if cc.canSend() != true || cc.cwnd != 40 || math.Abs(cc.alpha-alpha) > 1e-12 {
+		t.Fatalf("two clean rounds: window %g alpha %g, want 40, %g", cc.cwnd, cc.alpha, alpha)
+	}
+	// Half the datagrams marked: alpha toward 0.5, the window cut by alpha/2 and
+	// grown by one, slow start over.
+	round(40, 20, 0)
 	alpha += (0.5 - alpha) / 16
-	if math.Abs(cc.alpha-alpha) > 1e-12 || math.Abs(cc.rate-8e6*(1-alpha/2)) > 1e-6 || cc.slowStart {
-		t.Fatalf("a marked round: alpha %g rate %g slow start %v; want %g, %g, false", cc.alpha, cc.rate, cc.slowStart, alpha, 8e6*(1-alpha/2))
+	if want := 40*(1-alpha/2) + 1; math.Abs(cc.alpha-alpha) > 1e-12 || math.Abs(cc.cwnd-want) > 1e-9 || cc.slowStart {
+		t.Fatalf("a marked round: alpha %g window %g slow start %v; want %g, %g, false", cc.alpha, cc.cwnd, cc.slowStart, alpha, want)
 	}
-	// A clean round: alpha decays, the rate grows by a datagram a round trip
-	// (1000 bytes in 10 ms: 0.8 Mbit/s).
-	r := cc.rate
-	round(10, 0, 0)
-	alpha -= alpha / 16
-	if math.Abs(cc.alpha-alpha) > 1e-12 || math.Abs(cc.rate-(r+0.8e6)) > 1e-6 {
-		t.Fatalf("a clean round after: alpha %g rate %g; want %g, %g", cc.alpha, cc.rate, alpha, r+0.8e6)
+	// A clean round: one more.
+	w := cc.cwnd
+	round(int64(w), 0, 0)
+	if cc.cwnd != w+1 {
+		t.Fatalf("a clean round after: window %g, want %g", cc.cwnd, w+1)
 	}
 	// Loss without marks halves it; the gap stays, and the next round is clean.
-	r = cc.rate
-	round(10, 0, 2)
-	if cc.rate != r/2 || cc.lossRounds != 1 {
-		t.Fatalf("a lossy round: rate %g, loss rounds %d; want %g, 1", cc.rate, cc.lossRounds, r/2)
+	w = cc.cwnd
+	round(int64(w), 0, 2)
+	if cc.cwnd != w/2 || cc.lossRounds != 1 {
+		t.Fatalf("a lossy round: window %g, loss rounds %d; want %g, 1", cc.cwnd, cc.lossRounds, w/2)
 	}
-	r = cc.rate
-	round(10, 0, 0)
-	if math.Abs(cc.rate-(r+0.8e6)) > 1e-6 {
-		t.Fatalf("the round after the loss: rate %g, want %g (the old gap is no new loss)", cc.rate, r+0.8e6)
+	w = cc.cwnd
+	round(int64(w), 0, 0)
+	if cc.cwnd != w+1 {
+		t.Fatalf("the round after the loss: window %g, want %g (the old gap is no new loss)", cc.cwnd, w+1)
+	}
+	// A full window holds the sender.
+	for cc.canSend() {
+		cc.sent++
+	}
+	if got := cc.sent - cc.maxSeq; float64(got) < cc.cwnd || float64(got) >= cc.cwnd+1 {
+		t.Fatalf("%d in flight with a window of %g", got, cc.cwnd)
 	}
 	// Feedback for a datagram sent before the round began ends no round, and
 	// stale counts do not go back.
-	rounds := cc.rounds
+	rounds, seq := cc.rounds, cc.maxSeq
 	cc.feedback(now+ms, now-5*ms, recv-3, ce, seq-3)
 	if cc.rounds != rounds || cc.recv != recv || cc.maxSeq != seq {
 		t.Fatalf("a late feedback: rounds %d->%d, recv %d seq %d; want no round and %d, %d", rounds, cc.rounds, cc.recv, cc.maxSeq, recv, seq)
 	}
-	// Silence since that feedback: nothing before max(200 ms, 3 srtt), then half
-	// the rate, once a wait.
-	r = cc.rate
+	// Silence since that feedback with datagrams in flight: nothing before
+	// max(200 ms, 3 srtt), then what is in flight is taken as lost and the
+	// window is 2, once a wait.
 	if cc.stalled(now + 200*ms) {
 		t.Fatal("stalled before 200 ms")
 	}
-	if !cc.stalled(now+201*ms) || cc.rate != r/2 || cc.stalled(now+300*ms) {
-		t.Fatalf("stalls: rate %g, want %g, and one a wait", cc.rate, r/2)
+	if !cc.stalled(now+201*ms) || cc.cwnd != 2 || cc.sent != cc.maxSeq || !cc.canSend() || cc.stalled(now+202*ms) {
+		t.Fatalf("stall: window %g, %d in flight", cc.cwnd, cc.sent-cc.maxSeq)
 	}
-	// Every CE: alpha to 1 and the rate down to its floor, never below.
-	for range 200 {
-		round(10, 10, 0)
+	// Nothing in flight is no stall.
+	if cc.stalled(now + time.Hour) {
+		t.Fatal("stalled with nothing in flight")
 	}
-	if cc.rate != cfg.minBps() || cc.alpha < 0.99 {
-		t.Fatalf("all marked: rate %g alpha %g; want the floor %g and alpha near 1", cc.rate, cc.alpha, cfg.minBps())
+	// Every CE: alpha to 1 and the window to 2/alpha, DCTCP's balance, never
+	// below 2.
+	for range 300 {
+		round(int64(cc.cwnd), int64(cc.cwnd), 0)
 	}
-	// Never marked: up to the cap, never past it.
+	if cc.cwnd < 2 || cc.cwnd > 2.1 || cc.alpha < 0.99 {
+		t.Fatalf("all marked: window %g alpha %g; want 2 and alpha near 1", cc.cwnd, cc.alpha)
+	}
+	// Never marked: up to the cap's pace, the window no more than two round
+	// trips of it.
 	for range 1000 {
-		round(10, 0, 0)
+		round(int64(cc.cwnd), 0, 0)
 	}
-	if cc.rate != cfg.maxBps {
-		t.Fatalf("never marked: rate %g, want the cap %g", cc.rate, cfg.maxBps)
+	if top := 2 * 50e6 * 0.01 / 8000; cc.rate() != 50e6 || math.Abs(cc.cwnd-top) > 1e-3 {
+		t.Fatalf("never marked: rate %g window %g; want the cap 50e6 and %g", cc.rate(), cc.cwnd, top)
 	}
 }
 
-// simLink is a bottleneck for the rate control: a FIFO draining at rate bits/s
+// simLink is a bottleneck for the control: a FIFO draining at rate bits/s
 // whose packets are CE-marked when their sojourn passes mark (step marking, as
 // dualpi2's L queue and DCTCP's switches do; 0 marks nothing) and dropped when
 // the queue holds more than limit packets; base is the path's round trip
@@ -175,8 +196,9 @@ type simResult struct {
 	ceRounds, losses int
 }
 
-// run sends through the link for d, paced by cc as the sender paces, and returns
-// the throughput and mean sojourn of the second half.
+// run sends through the link for d, as the sender sends: paced at the
+// control's rate while its window has room. It returns the throughput and mean
+// sojourn of the second half.
 func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 	type fb struct {
 		at, sent time.Duration
@@ -188,7 +210,7 @@ func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 		departs            []time.Duration // the queue's departure times
 		lastDepart         time.Duration
 		next               time.Duration
-		seq, recv, ce      int64
+		recv, ce           int64
 		half               = d / 2
 		bits, sojourn, cnt float64
 		res                simResult
@@ -201,11 +223,16 @@ func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 			cc.feedback(f.at, f.sent, f.recv, f.ce, f.seq)
 		}
 		cc.stalled(now)
-		gap := time.Duration(8 * cc.size / cc.rate * float64(time.Second))
+		gap := time.Duration(8 * cc.size / cc.rate() * float64(time.Second))
+		next = max(next, now-udpMaxDebt)
 		for next <= now {
+			if !cc.canSend() {
+				next = now
+				break
+			}
+			cc.sent++
 			sent := next
 			next += gap
-			seq++
 			arrive := sent + l.base/2
 			for len(departs) > 0 && departs[0] <= arrive {
 				departs = departs[1:]
@@ -222,12 +249,12 @@ func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 			if l.mark > 0 && s > l.mark {
 				ce++
 			}
-			if depart >= half {
+			if depart >= half && depart < d {
 				bits += 8 * cc.size
 				sojourn += s.Seconds() * 1e3
 				cnt++
 			}
-			pending = append(pending, fb{at: depart + l.base/2, sent: sent, recv: recv, ce: ce, seq: seq})
+			pending = append(pending, fb{at: depart + l.base/2, sent: sent, recv: recv, ce: ce, seq: cc.sent})
 		}
 	}
 	res.mbps = bits / (d - half).Seconds() / 1e6
@@ -236,32 +263,39 @@ func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 	return res
 }
 
-// TestScalableCCOnALink runs the rate control against modelled bottlenecks: a
-// marking one (an L4S queue) it must fill with a queue of about the marking
-// threshold, and a drop-tail one it must still share out by loss.
+// TestScalableCCOnALink runs the control against modelled bottlenecks: a marking
+// one (an L4S queue) it must fill with a queue of about the marking threshold,
+// and a drop-tail one it must still share out by loss, its queue bounded by the
+// window.
 func TestScalableCCOnALink(t *testing.T) {
 	ms := time.Millisecond
 	cfg := scalableConfig{size: 1470, startBps: 1e6, maxBps: 1e9}
 	l4s := simLink{rate: 10e6, base: 10 * ms, mark: ms, limit: 1000}
 	got := l4s.run(newScalableCC(cfg), 10*time.Second)
 	t.Logf("L4S link 10 Mbit/s, 10 ms, marking at 1 ms: %.2f Mbit/s, sojourn %.2f ms, %d marked rounds, %d losses", got.mbps, got.sojournMs, got.ceRounds, got.losses)
-	// A rate-based sender has no ACK clock to keep the queue from emptying after
-	// a cut, and 1 ms of marking threshold is under a seventh of this path's
-	// round trip, where DCTCP too leaves some of the link unused.
-	if got.mbps < 8 || got.mbps > 10.01 || got.sojournMs > 3 || got.ceRounds == 0 || got.losses != 0 {
-		t.Errorf("on an L4S link: %+v; want at least 8 of 10 Mbit/s, a sojourn below 3 ms, marks and no loss", got)
+	if got.mbps < 9 || got.mbps > 10.01 || got.sojournMs > 3 || got.ceRounds == 0 || got.losses != 0 {
+		t.Errorf("on an L4S link: %+v; want at least 9 of 10 Mbit/s, a sojourn below 3 ms, marks and no loss", got)
 	}
 	fast := simLink{rate: 100e6, base: 20 * ms, mark: ms, limit: 10000}
 	got = fast.run(newScalableCC(cfg), 10*time.Second)
 	t.Logf("L4S link 100 Mbit/s, 20 ms: %.2f Mbit/s, sojourn %.2f ms", got.mbps, got.sojournMs)
-	if got.mbps < 85 || got.sojournMs > 3 {
-		t.Errorf("on a 100 Mbit/s L4S link: %+v; want at least 85 Mbit/s and a sojourn below 3 ms", got)
+	if got.mbps < 90 || got.sojournMs > 3 {
+		t.Errorf("on a 100 Mbit/s L4S link: %+v; want at least 90 Mbit/s and a sojourn below 3 ms", got)
 	}
 	tail := simLink{rate: 10e6, base: 10 * ms, limit: 50}
 	got = tail.run(newScalableCC(cfg), 10*time.Second)
 	t.Logf("drop-tail link 10 Mbit/s, 50 packets: %.2f Mbit/s, sojourn %.2f ms, %d losses", got.mbps, got.sojournMs, got.losses)
-	if got.mbps < 7 || got.losses == 0 || got.ceRounds != 0 {
-		t.Errorf("on a drop-tail link: %+v; want at least 7 of 10 Mbit/s, by loss, no marks", got)
+	if got.mbps < 8 || got.losses == 0 || got.ceRounds != 0 {
+		t.Errorf("on a drop-tail link: %+v; want at least 8 of 10 Mbit/s, by loss, no marks", got)
+	}
+	// A deep queue that never marks nor drops (as fq_codel is to an ECN flow
+	// between its marks): the window bounds what waits in it.
+	deep := simLink{rate: 10e6, base: 10 * ms}
+	cc := newScalableCC(scalableConfig{size: 1470, startBps: 1e6, maxBps: 1e9})
+	got = deep.run(cc, 3*time.Second)
+	t.Logf("unmarked deep queue: sojourn %.2f ms, window %.0f", got.sojournMs, cc.cwnd)
+	if bdp := 10e6 * 0.01 / (8 * 1470); got.sojournMs > 1.1*(cc.cwnd-bdp)*1.176 {
+		t.Errorf("unmarked deep queue: sojourn %.2f ms with a window of %.0f: more waits than the window sent", got.sojournMs, cc.cwnd)
 	}
 }
 

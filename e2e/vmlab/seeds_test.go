@@ -26,28 +26,7 @@ func seedWorkloads(t *testing.T, invPath string, inv *inventory.Inventory, befor
 	t.Run("seeds", func(t *testing.T) {
 		run := func(test, setup string, te ...string) (*datafile.Run, map[string]float64) {
 			t.Helper()
-			dir := filepath.Join(out, "seeds", test+"-"+setup)
-			args := []string{"run", "-H", invPath, "--setup", setup, "-l", "15", "-d", "2", "-o", dir}
-			for _, kv := range te {
-				args = append(args, "--te", kv)
-			}
-			stdout, stderr, err := bb(t, 10*time.Minute, append(args, test)...)
-			if err != nil {
-				t.Fatalf("%s with %s: %v\n%s\n%s", test, setup, err, stdout, stderr)
-			}
-			t.Logf("%s with %s:\n%s", test, setup, stdout)
-			if after := guestState(t, inv); after != before {
-				t.Errorf("after %s with %s the guests are not as they were:\nbefore:\n%s\nafter:\n%s", test, setup, before, after)
-			}
-			paths, _ := filepath.Glob(filepath.Join(dir, "*.bb.json.gz"))
-			if len(paths) != 1 {
-				t.Fatalf("data files %v", paths)
-			}
-			r, err := datafile.Read(paths[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r, summaryRows(t, paths[0])
+			return runOnce(t, invPath, inv, before, filepath.Join(out, "seeds"), "15", test, setup, te...)
 		}
 		checks := newCheckTable(t)
 		add := checks.add
@@ -101,6 +80,34 @@ func seedWorkloads(t *testing.T, invPath string, inv *inventory.Inventory, befor
 		}
 		t.Logf("VM lab seed workloads (15 s, line rate %.0f Mbit/s):\n%s", rate/1e6, strings.TrimRight(checks.String(), "\n"))
 	})
+}
+
+// runOnce runs test with setup for length seconds on the VM lab, checks that
+// the guests are as they were, and returns its data file and summary medians.
+func runOnce(t *testing.T, invPath string, inv *inventory.Inventory, before, out, length, test, setup string, te ...string) (*datafile.Run, map[string]float64) {
+	t.Helper()
+	dir := filepath.Join(out, test+"-"+setup)
+	args := []string{"run", "-H", invPath, "--setup", setup, "-l", length, "-d", "2", "-o", dir}
+	for _, kv := range te {
+		args = append(args, "--te", kv)
+	}
+	stdout, stderr, err := bb(t, 10*time.Minute, append(args, test)...)
+	if err != nil {
+		t.Fatalf("%s with %s: %v\n%s\n%s", test, setup, err, stdout, stderr)
+	}
+	t.Logf("%s with %s:\n%s", test, setup, stdout)
+	if after := guestState(t, inv); after != before {
+		t.Errorf("after %s with %s the guests are not as they were:\nbefore:\n%s\nafter:\n%s", test, setup, before, after)
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.bb.json.gz"))
+	if len(paths) != 1 {
+		t.Fatalf("data files %v", paths)
+	}
+	r, err := datafile.Read(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, summaryRows(t, paths[0])
 }
 
 // rrAndICMP are RR's and ICMP's means over the same steps of the loaded window: the

@@ -390,6 +390,7 @@ func TestVMLab(t *testing.T) {
 	mqPfifo(t, invPath, inv, before, out)
 	cakeIngress(t, invPath, inv, before, out)
 	seedWorkloads(t, invPath, inv, before, out)
+	l4sChecks(t, invPath, inv, before, out)
 }
 
 // mqPfifo is the qdisc setups' check of mq with pfifo children on a link that pushes
