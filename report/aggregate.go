@@ -24,24 +24,27 @@ func OnGrid(run *datafile.Run) map[string]GridSeries {
 		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
 			continue
 		}
-		samples := run.Samples[se.Name]
-		var values []float64
-		if intervals(samples) {
-			values = AlignIntervals(grid, samples)
-		} else {
-			values = make([]float64, grid.N)
-			for k := range values {
-				values[k] = math.NaN()
-			}
-			for i, k := range PingSlots(grid, samples) {
-				if k >= 0 {
-					values[k] = samples[i].V
-				}
-			}
-		}
-		out[se.Name] = GridSeries{Name: se.Name, Units: se.Units, Values: values}
+		out[se.Name] = GridSeries{Name: se.Name, Units: se.Units, Values: gridValues(grid, run.Samples[se.Name])}
 	}
 	return out
+}
+
+// gridValues puts a series' samples on the grid: interval samples as
+// AlignIntervals puts them, instants (ping replies) in their PingSlots.
+func gridValues(grid Grid, samples []datafile.Sample) []float64 {
+	if intervals(samples) {
+		return AlignIntervals(grid, samples)
+	}
+	values := make([]float64, grid.N)
+	for k := range values {
+		values[k] = math.NaN()
+	}
+	for i, k := range PingSlots(grid, samples) {
+		if k >= 0 {
+			values[k] = samples[i].V
+		}
+	}
+	return values
 }
 
 // intervals says whether a series' samples each cover an interval (they carry

@@ -315,22 +315,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 // gridRow is the row of a series' values on the run's grid (as OnGrid puts
 // them, and a flent export writes them) at the points keep keeps.
 func gridRow(run *datafile.Run, se datafile.Series, keep func(k int) bool) Row {
-	g := GridOf(run.Metadata)
-	samples := run.Samples[se.Name]
-	var values []float64
-	if intervals(samples) {
-		values = AlignIntervals(g, samples)
-	} else {
-		values = make([]float64, g.N)
-		for k := range values {
-			values[k] = math.NaN()
-		}
-		for i, k := range PingSlots(g, samples) {
-			if k >= 0 {
-				values[k] = samples[i].V
-			}
-		}
-	}
+	values := gridValues(GridOf(run.Metadata), run.Samples[se.Name])
 	for k := range values {
 		if !keep(k) {
 			values[k] = math.NaN()

@@ -762,16 +762,8 @@ var udpFloodKind = Kind{
 		if err != nil {
 			return nil, Started{}, fmt.Errorf("udp-flood: %w", err)
 		}
-		if spec.Addr == "" {
-			return nil, Started{}, fmt.Errorf("udp-flood: no udp-sink to send to (the job needs connect:)")
-		}
-		if _, port, err := net.SplitHostPort(spec.Addr); err != nil {
-			return nil, Started{}, fmt.Errorf("udp-flood: sink address %q: %w", spec.Addr, err)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, Started{}, fmt.Errorf("udp-flood: sink address %q: port %q is not a port number", spec.Addr, port)
-		}
-		if spec.Duration <= 0 {
-			return nil, Started{}, fmt.Errorf("udp-flood: duration is %gs: a flood runs for a time", spec.Duration)
+		if err := checkSinkSpec("udp-flood", spec); err != nil {
+			return nil, Started{}, err
 		}
 		fl := &flood{cfg: c, spec: spec, env: env, key: floodKey(spec.Token)}
 		rate := "unlimited"
@@ -781,6 +773,23 @@ var udpFloodKind = Kind{
 		return JobFunc(fl.run), Started{Message: fmt.Sprintf("UDP flood: %d flow(s) at %s each, %d-byte datagrams",
 			c.flows, rate, c.size)}, nil
 	},
+}
+
+// checkSinkSpec checks what a sender of kind needs of its spec: a udp-sink's
+// address to send to, and a duration.
+func checkSinkSpec(kind string, spec JobSpec) error {
+	if spec.Addr == "" {
+		return fmt.Errorf("%s: no udp-sink to send to (the job needs connect:)", kind)
+	}
+	if _, port, err := net.SplitHostPort(spec.Addr); err != nil {
+		return fmt.Errorf("%s: sink address %q: %w", kind, spec.Addr, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%s: sink address %q: port %q is not a port number", kind, spec.Addr, port)
+	}
+	if spec.Duration <= 0 {
+		return fmt.Errorf("%s: duration is %gs: a flow runs for a time", kind, spec.Duration)
+	}
+	return nil
 }
 
 // flood is a started udp-flood job.

@@ -20,17 +20,19 @@ import (
 
 // A scalable UDP sender (RFC 9331's "scalable congestion control", as DCTCP and
 // TCP Prague are): L4S traffic made on any kernel, without the Prague module the
-// mainline lacks. It sends ECT(1) datagrams to a udp-sink at a rate it adjusts
-// once a round trip from the sink's feedback, as DCTCP adjusts its window:
+// mainline lacks. It sends ECT(1) datagrams to a udp-sink in a window it adjusts
+// once a round trip from the sink's feedback, as DCTCP adjusts its own
+// (scalableCC):
 //
 //   - alpha, the moving average of the fraction of datagrams that arrived CE
 //     marked (gain 1/16 a round, starting at 1 as Linux's DCTCP does);
-//   - a round with CE marks in it cuts the rate by alpha/2; a round with loss and
-//     no marks halves it (a classic queue's signal); a round with neither adds a
-//     datagram a round trip (Reno's additive increase, in rate), or doubles the
-//     rate until the first signal (slow start);
-//   - no feedback for max(200 ms, 3 x srtt) halves the rate, as a retransmission
-//     timeout would, so that a lost sink does not leave a flood behind.
+//   - a round with CE marks in it cuts the window by alpha/2 and adds a
+//     datagram; a round with loss and no marks halves it (a classic queue's
+//     signal); a clean round adds a datagram, or doubles the window until the
+//     first signal (slow start);
+//   - no feedback for max(200 ms, 3 x srtt) with datagrams in flight takes them
+//     as lost and starts again from two, as a retransmission timeout would, so
+//     that a lost sink does not leave a flood behind.
 //
 // Wire format: the flood's (udpflood.go), with two additions.
 //
@@ -191,16 +193,8 @@ var udpScalableKind = Kind{
 		if err != nil {
 			return nil, Started{}, fmt.Errorf("udp-scalable: %w", err)
 		}
-		if spec.Addr == "" {
-			return nil, Started{}, fmt.Errorf("udp-scalable: no udp-sink to send to (the job needs connect:)")
-		}
-		if _, port, err := net.SplitHostPort(spec.Addr); err != nil {
-			return nil, Started{}, fmt.Errorf("udp-scalable: sink address %q: %w", spec.Addr, err)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, Started{}, fmt.Errorf("udp-scalable: sink address %q: port %q is not a port number", spec.Addr, port)
-		}
-		if spec.Duration <= 0 {
-			return nil, Started{}, fmt.Errorf("udp-scalable: duration is %gs: a flow runs for a time", spec.Duration)
+		if err := checkSinkSpec("udp-scalable", spec); err != nil {
+			return nil, Started{}, err
 		}
 		fl := &flood{cfg: floodConfig{series: c.series, flows: 1, size: c.size, tos: c.tos, marking: c.marking},
 			spec: spec, env: env, key: floodKey(spec.Token)}
@@ -300,11 +294,14 @@ func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) 
 	default:
 		cc.cwnd++
 	}
-	// A window past what the cap lets through in two round trips would only
-	// grow while the cap holds the pace.
+	// A window past what the cap lets through in four smoothed round trips
+	// would only grow while the cap holds the pace; at least 16 datagrams, so
+	// that a round trip longer than the smoothed one (a loopback's, which a
+	// busy CPU's scheduling stretches from microseconds to milliseconds) does
+	// not leave the window, rather than the cap, setting the pace.
 	top := math.Inf(1)
 	if cc.srtt > 0 {
-		top = math.Max(scalableMinWindow, 2*cc.maxRate*cc.srtt.Seconds()/(8*cc.size))
+		top = math.Max(16, 4*cc.maxRate*cc.srtt.Seconds()/(8*cc.size))
 	}
 	cc.cwnd = math.Min(top, math.Max(scalableMinWindow, cc.cwnd))
 	cc.roundStart, cc.roundRecv, cc.roundCE, cc.roundGap = now, cc.recv, cc.ce, gap
@@ -350,8 +347,8 @@ type scalable struct {
 
 func (s *scalable) since() time.Duration { return time.Since(s.epoch) }
 
-// run sends the flow from the start for the duration, its rate set by the sink's
-// feedback, and samples what it sent at every step of the run's grid.
+// run sends the flow from the start for the duration, its window set by the
+// sink's feedback, and samples what it sent at every step of the run's grid.
 func (s *scalable) run(ctx context.Context) error {
 	fl := s.fl
 	start := startTime(fl.spec.Start)

@@ -170,12 +170,12 @@ func TestScalableCCRounds(t *testing.T) {
 	if cc.cwnd < 2 || cc.cwnd > 2.1 || cc.alpha < 0.99 {
 		t.Fatalf("all marked: window %g alpha %g; want 2 and alpha near 1", cc.cwnd, cc.alpha)
 	}
-	// Never marked: up to the cap's pace, the window no more than two round
+	// Never marked: up to the cap's pace, the window no more than four round
 	// trips of it.
 	for range 1000 {
 		round(int64(cc.cwnd), 0, 0)
 	}
-	if top := 2 * 50e6 * 0.01 / 8000; cc.rate() != 50e6 || math.Abs(cc.cwnd-top) > 1e-3 {
+	if top := 4 * 50e6 * 0.01 / 8000; cc.rate() != 50e6 || math.Abs(cc.cwnd-top) > 1e-3 {
 		t.Fatalf("never marked: rate %g window %g; want the cap 50e6 and %g", cc.rate(), cc.cwnd, top)
 	}
 }
