@@ -105,7 +105,8 @@ type Aggregate struct {
 	// Over is a ratio's divisor: the sum of the series it matches, as Series'
 	// sum is the dividend ("rate balance": classic flows over L4S flows).
 	Over string `json:"over,omitempty" yaml:"over,omitempty"`
-	// Exclude are names the glob matches that the aggregate leaves out (flent's
+	// Exclude are names (or globs of them) the glob matches that the aggregate
+	// leaves out (flent's
 	// glob(..., exclude=[...])).
 	Exclude []string `json:"exclude,omitempty" yaml:"exclude,omitempty"`
 }

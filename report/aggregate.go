@@ -97,7 +97,7 @@ func Aggregates(run *datafile.Run, grid map[string]GridSeries) []GridSeries {
 					if !ok || m.base == a.Name || (m.agg || pair != "") && m.pair != pair {
 						continue
 					}
-					if ok, _ := path.Match(glob, m.base); ok && !slices.Contains(a.Exclude, m.base) {
+					if ok, _ := path.Match(glob, m.base); ok && !excluded(a.Exclude, m.base) {
 						members = append(members, grid[gname])
 					}
 				}
@@ -142,6 +142,15 @@ func Aggregates(run *datafile.Run, grid map[string]GridSeries) []GridSeries {
 		}
 	}
 	return out
+}
+
+// excluded says whether an aggregate's exclude list leaves name out: a name
+// it lists, or one a glob of it matches ("* sent").
+func excluded(exclude []string, name string) bool {
+	return slices.ContainsFunc(exclude, func(x string) bool {
+		ok, _ := path.Match(x, name)
+		return x == name || ok
+	})
 }
 
 // combine is an aggregate's value at one step; NaN where no member has one.

@@ -71,6 +71,7 @@ func TestOwnRowsAndAggregates(t *testing.T) {
 		{Name: "TCP download sum", Op: "sum", Series: "TCP download::*"}, // the grid's own
 		{Name: "Balance", Op: "ratio", Series: "TCP download::1", Over: "TCP download::2"},
 		{Name: "No divisor", Op: "ratio", Series: "TCP download::1", Over: "UDP*"},
+		{Name: "One by glob", Op: "sum", Series: "TCP download::*", Exclude: []string{"*::2"}},
 	}
 	rows := rowsByName(Summarize(run))
 	if r := rows["TCP RR latency"]; !r.Own || r.Points != 10 || r.Avg != 5.5 || r.Units != "ms" {
@@ -86,6 +87,9 @@ func TestOwnRowsAndAggregates(t *testing.T) {
 	// 24 over 25 Mbit/s at every step but the first (5 over 5).
 	if r := rows["Balance"]; !r.Own || r.Points != 50 || r.Median != 24.0/25 || math.Abs(r.Avg-(49*24.0/25+1)/50) > 1e-12 || r.Units != "" {
 		t.Errorf("ratio %+v", r)
+	}
+	if r, one := rows["One by glob"], rows["TCP download::1"]; r.Median != one.Median || r.Avg != one.Avg {
+		t.Errorf("a sum with ::2 excluded by a glob %+v, want flow 1's %+v", r, one)
 	}
 	if r := rows["No divisor"]; r.Points != 0 {
 		t.Errorf("a ratio over nothing %+v", r)

@@ -78,7 +78,10 @@ const (
 // scalableParams are a udp-scalable job's parameters.
 type scalableParams struct {
 	Series string `json:"series,omitempty"`
-	// MaxRate caps the rate (bandwidth as iperf writes it); 0 or "" is no cap
+	// Flows is how many flows, each a socket and a window of its own (named
+	// "SERIES::N" when more than one, as the flood's are).
+	Flows *wholeNumber `json:"flows,omitempty"`
+	// MaxRate caps each flow's rate (bandwidth as iperf writes it); 0 or "" is no cap
 	// below maxUDPBandwidth.
 	MaxRate    rateParam    `json:"max_rate,omitempty"`
 	StartRate  rateParam    `json:"start_rate,omitempty"`
@@ -92,6 +95,7 @@ type scalableParams struct {
 // scalableConfig is a udp-scalable job's parameters resolved.
 type scalableConfig struct {
 	series   string
+	flows    int
 	maxBps   float64
 	startBps float64
 	size     int
@@ -100,19 +104,20 @@ type scalableConfig struct {
 }
 
 func (p scalableParams) resolve() (scalableConfig, error) {
-	c := scalableConfig{series: p.Series, size: DefaultUDPPacketSize, maxBps: maxUDPBandwidth, startBps: scalableStartRate}
+	c := scalableConfig{series: p.Series, flows: 1, size: DefaultUDPPacketSize, maxBps: maxUDPBandwidth, startBps: scalableStartRate}
 	if c.series == "" {
 		c.series = "UDP scalable"
 	}
-	// The flood's checks of the name, size and marking; its flows are one.
+	// The flood's checks of the name, flows, size and marking.
 	ecn := p.ECN
 	if ecn == "" {
 		ecn = "ect1"
 	}
-	fc, err := floodParams{Series: c.series, PacketSize: p.PacketSize, TOS: p.TOS, ECN: ecn}.resolve()
+	fc, err := floodParams{Series: c.series, Flows: p.Flows, PacketSize: p.PacketSize, TOS: p.TOS, ECN: ecn}.resolve()
 	if err != nil {
 		return scalableConfig{}, err
 	}
+	c.flows = fc.flows
 	if fc.size < udpFeedbackSize {
 		return scalableConfig{}, fmt.Errorf("packet_size is %d: a scalable flow's datagrams are at least %d bytes (the sink's feedback is that big, and never bigger than what it answers)", fc.size, udpFeedbackSize)
 	}
@@ -142,8 +147,8 @@ func (p scalableParams) resolve() (scalableConfig, error) {
 func (c scalableConfig) minBps() float64 { return float64(8 * c.size * scalableMinPPS) }
 
 func (c scalableConfig) params() scalableParams {
-	size := wholeNumber(c.size)
-	p := scalableParams{Series: c.series, PacketSize: &size,
+	size, flows := wholeNumber(c.size), wholeNumber(c.flows)
+	p := scalableParams{Series: c.series, Flows: &flows, PacketSize: &size,
 		MaxRate:   rateParam(strconv.FormatFloat(c.maxBps, 'f', -1, 64)),
 		StartRate: rateParam(strconv.FormatFloat(c.startBps, 'f', -1, 64)),
 		TOS:       tosParam(strconv.Itoa(c.tos))}
@@ -161,25 +166,27 @@ var udpScalableKind = Kind{
 		if err != nil {
 			return nil, nil, err
 		}
-		flow := pl.Next(KindUDP)
 		var series []datafile.Series
-		for _, se := range []struct {
-			suffix, units, host string
-		}{
-			{"", "Mbits/s", datafile.HostPeer},
-			{udpSentSuffix, "Mbits/s", ""},
-			{udpLossSuffix, "%", datafile.HostPeer},
-			{udpTxSuffix, "packets/s", ""},
-			{udpRxSuffix, "packets/s", datafile.HostPeer},
-			{udpRTTSuffix, "ms", ""},
-			{udpCESuffix, "%", ""},
-		} {
-			s := datafile.Series{Name: c.series + se.suffix, Kind: KindUDP, Units: se.units, Host: se.host,
-				Direction: Upload, Flow: flow, Marking: c.marking, CC: "scalable"}
-			if err := pl.Claim(s.Name); err != nil {
-				return nil, nil, err
+		for _, name := range c.names() {
+			flow := pl.Next(KindUDP)
+			for _, se := range []struct {
+				suffix, units, host string
+			}{
+				{"", "Mbits/s", datafile.HostPeer},
+				{udpSentSuffix, "Mbits/s", ""},
+				{udpLossSuffix, "%", datafile.HostPeer},
+				{udpTxSuffix, "packets/s", ""},
+				{udpRxSuffix, "packets/s", datafile.HostPeer},
+				{udpRTTSuffix, "ms", ""},
+				{udpCESuffix, "%", ""},
+			} {
+				s := datafile.Series{Name: name + se.suffix, Kind: KindUDP, Units: se.units, Host: se.host,
+					Direction: Upload, Flow: flow, Marking: c.marking, CC: "scalable"}
+				if err := pl.Claim(s.Name); err != nil {
+					return nil, nil, err
+				}
+				series = append(series, s)
 			}
-			series = append(series, s)
 		}
 		b, err := json.Marshal(c.params())
 		return b, series, err
@@ -198,10 +205,30 @@ var udpScalableKind = Kind{
 		}
 		fl := &flood{cfg: floodConfig{series: c.series, flows: 1, size: c.size, tos: c.tos, marking: c.marking},
 			spec: spec, env: env, key: floodKey(spec.Token)}
-		s := &scalable{fl: fl, cfg: c}
-		return JobFunc(s.run), Started{Message: fmt.Sprintf("scalable UDP flow %s: %s, %d-byte datagrams, from %g Mbit/s, at most %g",
-			c.series, ECNName(max(c.tos, 0)), c.size, c.startBps/1e6, c.maxBps/1e6)}, nil
+		var flows []*scalable
+		for _, name := range c.names() {
+			flows = append(flows, &scalable{fl: fl, cfg: c, name: name})
+		}
+		// Each flow a socket, a window and a sampler of its own, as separate
+		// senders would be; the job is done when they all are.
+		run := func(ctx context.Context) error {
+			errs := make([]error, len(flows))
+			var wg sync.WaitGroup
+			for i, s := range flows {
+				wg.Go(func() { errs[i] = s.run(ctx) })
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}
+		return JobFunc(run), Started{Message: fmt.Sprintf("scalable UDP flows %s: %d, %s, %d-byte datagrams, from %g Mbit/s, at most %g each",
+			c.series, c.flows, ECNName(max(c.tos, 0)), c.size, c.startBps/1e6, c.maxBps/1e6)}, nil
 	},
+}
+
+// names are the flows' series names: the series itself for one flow, flent's
+// "NAME::N" for several.
+func (c scalableConfig) names() []string {
+	return floodConfig{series: c.series, flows: c.flows}.names()
 }
 
 // scalableCC is the flow's congestion control, apart from any socket so that a
@@ -329,10 +356,11 @@ func (cc *scalableCC) stalled(now time.Duration) bool {
 
 // scalable is a started udp-scalable job.
 type scalable struct {
-	fl  *flood
-	cfg scalableConfig
-	mu  sync.Mutex
-	cc  *scalableCC
+	fl   *flood
+	cfg  scalableConfig
+	name string // the flow's series
+	mu   sync.Mutex
+	cc   *scalableCC
 	// opened wakes the sender when feedback may have opened the window.
 	opened chan struct{}
 	// Since the last sample, for the RTT and CE series (under mu).
@@ -361,9 +389,9 @@ func (s *scalable) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("udp-scalable %s: %w", s.cfg.series, err)
+		return fmt.Errorf("udp-scalable %s: %w", s.name, err)
 	}
-	f := &floodFlow{num: 1, name: s.cfg.series, conn: conn, last: start}
+	f := &floodFlow{num: 1, name: s.name, conn: conn, last: start}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -578,9 +606,9 @@ func (s *scalable) sample(now time.Time) {
 	}
 	t := unix(now)
 	if rttN > 0 {
-		s.fl.env.Emit(s.cfg.series+udpRTTSuffix, datafile.Sample{T: t, V: float64(rttSum) / float64(rttN) / float64(time.Millisecond), Dur: dur})
+		s.fl.env.Emit(s.name+udpRTTSuffix, datafile.Sample{T: t, V: float64(rttSum) / float64(rttN) / float64(time.Millisecond), Dur: dur})
 	}
 	if dRecv > 0 {
-		s.fl.env.Emit(s.cfg.series+udpCESuffix, datafile.Sample{T: t, V: 100 * float64(dCE) / float64(dRecv), Dur: dur})
+		s.fl.env.Emit(s.name+udpCESuffix, datafile.Sample{T: t, V: 100 * float64(dCE) / float64(dRecv), Dur: dur})
 	}
 }

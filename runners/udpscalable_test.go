@@ -19,18 +19,20 @@ func TestUDPScalablePlan(t *testing.T) {
 		params map[string]any
 		want   string // the agent's parameters, or "error: " and what the error says
 	}{
-		{nil, `{"series":"UDP scalable","max_rate":"100000000000","start_rate":"1000000","packet_size":1470,"tos":"1"}`},
+		{nil, `{"series":"UDP scalable","flows":1,"max_rate":"100000000000","start_rate":"1000000","packet_size":1470,"tos":"1"}`},
 		{map[string]any{"series": "L4S", "max_rate": "20M", "start_rate": "2M", "tos": "AF11"},
-			`{"series":"L4S","max_rate":"20000000","start_rate":"2000000","packet_size":1470,"tos":"41"}`},
+			`{"series":"L4S","flows":1,"max_rate":"20000000","start_rate":"2000000","packet_size":1470,"tos":"41"}`},
 		// A start above the cap starts at the cap.
 		{map[string]any{"max_rate": "1M", "start_rate": "5M", "ecn": "ect0", "packet_size": 48},
-			`{"series":"UDP scalable","max_rate":"1000000","start_rate":"1000000","packet_size":48,"tos":"2"}`},
+			`{"series":"UDP scalable","flows":1,"max_rate":"1000000","start_rate":"1000000","packet_size":48,"tos":"2"}`},
 		{map[string]any{"packet_size": 47}, "error: at least 48 bytes"},
 		{map[string]any{"max_rate": "1k"}, "error: want both at least 117600 bit/s"},
 		{map[string]any{"start_rate": "fast"}, "error: start_rate: "},
 		{map[string]any{"ecn": "ect2"}, "error: want notect, ect0, ect1 or ce"},
 		{map[string]any{"tos": 3, "ecn": "ect1"}, "error: tos 3 sets the ECN field to CE"},
-		{map[string]any{"flows": 2}, "error: "},
+		{map[string]any{"flows": 0}, "error: flows is 0"},
+		{map[string]any{"flows": "2", "series": "L"},
+			`{"series":"L","flows":2,"max_rate":"100000000000","start_rate":"1000000","packet_size":1470,"tos":"1"}`},
 	} {
 		raw, series, err := Kinds()["udp-scalable"].Plan(tc.params, NewPlanner())
 		if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
@@ -44,17 +46,22 @@ func TestUDPScalablePlan(t *testing.T) {
 			continue
 		}
 		var names []string
-		for _, se := range series {
+		var p scalableParams
+		json.Unmarshal(raw, &p)
+		for i, se := range series {
 			names = append(names, se.Name+" "+se.Units+" "+se.Host)
-			if se.Kind != KindUDP || se.Flow != 1 || se.CC != "scalable" || se.Direction != Upload {
+			if se.Kind != KindUDP || se.Flow != 1+i/7 || se.CC != "scalable" || se.Direction != Upload {
 				t.Errorf("plan %v: series %+v", tc.params, se)
 			}
 		}
-		var p scalableParams
-		json.Unmarshal(raw, &p)
-		base := p.Series
-		want := []string{base + " Mbits/s @peer", base + " sent Mbits/s ", base + " loss % @peer", base + " tx pps packets/s ",
-			base + " rx pps packets/s @peer", base + " RTT ms ", base + " CE fraction % "}
+		var want []string
+		for _, base := range (scalableConfig{series: p.Series, flows: int(*p.Flows)}).names() {
+			want = append(want, base+" Mbits/s @peer", base+" sent Mbits/s ", base+" loss % @peer", base+" tx pps packets/s ",
+				base+" rx pps packets/s @peer", base+" RTT ms ", base+" CE fraction % ")
+		}
+		if p.Flows != nil && *p.Flows == 2 && !strings.HasPrefix(want[7], "L::2 ") {
+			t.Errorf("two flows' names %q", want)
+		}
 		if strings.Join(names, "|") != strings.Join(want, "|") {
 			t.Errorf("plan %v: series\n%q\nwant\n%q", tc.params, names, want)
 		}
@@ -498,4 +505,42 @@ func FuzzUDPSinkTake(f *testing.F) {
 			t.Fatalf("%d flows from one datagram", len(s.flows))
 		}
 	})
+}
+
+// TestUDPScalableFlows runs two scalable flows in one job: each has a socket, a
+// window and series of its own, and the sink tells them apart.
+func TestUDPScalableFlows(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	raw, _, err := Kinds()["udp-scalable"].Plan(map[string]any{"max_rate": "10M", "flows": 2, "series": "L"}, NewPlanner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinkRec := &rrRecorder{mayDeclare: true}
+	port, stopSink := startSink(t, "127.0.0.1", token, sinkRec, Client{Kind: "udp-scalable", Params: raw})
+	rec := &rrRecorder{}
+	spec := JobSpec{Kind: "udp-scalable", Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Token: token, Step: 0.1, Duration: 1,
+		Start: float64(time.Now().Add(100*time.Millisecond).UnixNano()) / 1e9, Params: raw}
+	job, _, err := Kinds()["udp-scalable"].Start(t.Context(), spec, rec.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stopSink()
+	for _, name := range []string{"L::1", "L::2"} {
+		sent, _ := rateOf(rec.samples[name+" sent"])
+		got, _ := rateOf(sinkRec.samples[name])
+		if sent < 5 || math.Abs(got-sent) > 0.1*sent || len(rec.samples[name+" RTT"]) < 8 {
+			t.Errorf("flow %s: sent %.2f Mbit/s, the sink got %.2f, %d RTT samples", name, sent, got, len(rec.samples[name+" RTT"]))
+		}
+	}
+	if len(rec.samples) != 2*4 {
+		var names []string
+		for n := range rec.samples {
+			names = append(names, n)
+		}
+		t.Errorf("the sender's series %q, want sent, tx pps, RTT and CE fraction of L::1 and L::2", names)
+	}
 }

@@ -292,6 +292,11 @@ func (d *Definition) check() error {
 		case a.Op != "ratio" && a.Over != "":
 			return fmt.Errorf("%s.over: only op ratio takes over", key)
 		}
+		for j, x := range a.Exclude {
+			if _, err := path.Match(x, ""); err != nil {
+				return fmt.Errorf("%s.exclude[%d] %q: a series name or a glob of them: %w", key, j, x, err)
+			}
+		}
 		for _, g := range []struct{ name, v string }{{"series", a.Series}, {"over", a.Over}} {
 			if _, err := path.Match(g.v, ""); err != nil || g.v == "" && (g.name == "series" || a.Op == "ratio") {
 				return fmt.Errorf("%s.%s %q: a glob of series names, e.g. \"TCP download::*\"", key, g.name, g.v)
