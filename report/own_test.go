@@ -314,8 +314,18 @@ func TestProbeRTTRowsAreAPing(t *testing.T) {
 	rows := rowsByName(Summarize(run))
 	for _, suffix := range []string{"", LoadedSuffix, IdleSuffix} {
 		want, got := rows["Ping (ms) ICMP"+suffix], rows[l4s.Name+suffix]
-		if got.Points == 0 || got.Avg != want.Avg || got.Median != want.Median || got.Points != want.Points || got.Own != want.Own {
-			t.Errorf("row %q %+v, want ping's %+v", l4s.Name+suffix, got, want)
+		if got.Points == 0 || got.Avg != want.Avg || got.Median != want.Median || got.Points != want.Points || !got.Own || want.Own {
+			t.Errorf("row %q %+v, want ping's %+v, and a row of the test's own", l4s.Name+suffix, got, want)
+		}
+	}
+	// compare shows their medians, as it did the probe's one row.
+	found := map[string]bool{}
+	for _, m := range metricsFor([]Compared{{Summary: Summarize(run)}}) {
+		found[m.Name] = true
+	}
+	for _, want := range []string{"Ping (ms) UDP L4S RTT median", "Ping (ms) UDP L4S RTT loaded median", "Ping (ms) UDP L4S RTT idle median"} {
+		if !found[want] {
+			t.Errorf("compare lacks %q", want)
 		}
 	}
 	if _, ok := rows[down.Name+LoadedSuffix]; ok || rows[down.Name].Points == 0 {

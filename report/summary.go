@@ -162,6 +162,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	type pingRows struct {
 		units               string
 		whole, loaded, idle []float64
+		own                 bool
 	}
 	// In a run with several pairs, each pair's ping has its rows, and the pairs'
 	// replies together have the rows of the name the test gave the series: what
@@ -193,15 +194,21 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 				p.loaded = append(p.loaded, x.V)
 			}
 		}
-		s.Rows = append(s.Rows, rowOf(se.Name, se.Units, p.whole),
-			rowOf(se.Name+LoadedSuffix, se.Units, p.loaded), rowOf(se.Name+IdleSuffix, se.Units, p.idle))
+		// A probe of a kind of its own (a UDP probe's round trips) is a test's
+		// own series: a comparison shows its rows' medians, as it did when the
+		// probe had one row. ICMP ping has the comparison's fixed rows.
+		own := se.Kind != datafile.KindPing
+		for _, r := range []Row{rowOf(se.Name, se.Units, p.whole), rowOf(se.Name+LoadedSuffix, se.Units, p.loaded), rowOf(se.Name+IdleSuffix, se.Units, p.idle)} {
+			r.Own = own
+			s.Rows = append(s.Rows, r)
+		}
 		if se.Pair == "" {
 			continue
 		}
 		base := datafile.BaseName(se.Name, se.Pair)
 		all := pooled[base]
 		if all == nil {
-			all = &pingRows{units: se.Units}
+			all = &pingRows{units: se.Units, own: own}
 			pooled[base] = all
 			pooledOrder = append(pooledOrder, base)
 		}
@@ -209,7 +216,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	for _, base := range pooledOrder {
 		p := pooled[base]
-		s.Rows = append(s.Rows, rowOf(base, p.units, p.whole), rowOf(base+LoadedSuffix, p.units, p.loaded), rowOf(base+IdleSuffix, p.units, p.idle))
+		for _, r := range []Row{rowOf(base, p.units, p.whole), rowOf(base+LoadedSuffix, p.units, p.loaded), rowOf(base+IdleSuffix, p.units, p.idle)} {
+			r.Own = p.own
+			s.Rows = append(s.Rows, r)
+		}
 	}
 	flows := map[string]bool{}
 	for _, se := range run.Series {
