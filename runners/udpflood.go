@@ -416,8 +416,9 @@ func (s *udpSink) receive(ctx context.Context) error {
 	}
 }
 
-// clientsTOS is the TOS byte the sink's udp-flood clients mark with, when they
-// agree (-1: unmarked); ok is false when they do not or none says.
+// clientsTOS is the TOS byte the sink's udp-flood and udp-scalable clients mark
+// with, when they agree (-1: unmarked); ok is false when they do not or none
+// says.
 func clientsTOS(clients []Client) (tos int, ok bool) {
 	for _, c := range clients {
 		ctos := 0
