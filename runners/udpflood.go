@@ -421,30 +421,18 @@ func (s *udpSink) receive(ctx context.Context) error {
 // says.
 func clientsTOS(clients []Client) (tos int, ok bool) {
 	for _, c := range clients {
-		ctos := 0
+		var ctos int
+		var err error
 		switch c.Kind {
 		case "udp-flood":
-			var p floodParams
-			if decodeRaw(c.Params, &p) != nil {
-				return 0, false
-			}
-			fc, err := p.resolve()
-			if err != nil {
-				return 0, false
-			}
-			ctos = fc.tos
+			ctos, err = resolvedTOS[floodParams](c.Params)
 		case "udp-scalable":
-			var p scalableParams
-			if decodeRaw(c.Params, &p) != nil {
-				return 0, false
-			}
-			sc, err := p.resolve()
-			if err != nil {
-				return 0, false
-			}
-			ctos = sc.tos
+			ctos, err = resolvedTOS[scalableParams](c.Params)
 		default:
 			continue
+		}
+		if err != nil {
+			return 0, false
 		}
 		if ok && ctos != tos {
 			return 0, false
@@ -452,6 +440,25 @@ func clientsTOS(clients []Client) (tos int, ok bool) {
 		tos, ok = ctos, true
 	}
 	return tos, ok
+}
+
+// resolvedTOS is the TOS byte a udp-sink client's parameters resolve to.
+func resolvedTOS[P interface{ tosOf() (int, error) }](raw json.RawMessage) (int, error) {
+	var p P
+	if err := decodeRaw(raw, &p); err != nil {
+		return 0, err
+	}
+	return p.tosOf()
+}
+
+func (p floodParams) tosOf() (int, error) {
+	c, err := p.resolve()
+	return c.tos, err
+}
+
+func (p scalableParams) tosOf() (int, error) {
+	c, err := p.resolve()
+	return c.tos, err
 }
 
 // ecnSeriesSuffix ends the series of a flow's datagrams that arrived with a
@@ -729,27 +736,9 @@ var udpFloodKind = Kind{
 		if err != nil {
 			return nil, nil, err
 		}
-		var series []datafile.Series
-		for _, name := range c.names() {
-			flow := pl.Next(KindUDP)
-			// The receiver measures what arrives and what was lost (the peer), the
-			// sender what it sent (this host).
-			for _, se := range []struct {
-				suffix, units, host string
-			}{
-				{"", "Mbits/s", datafile.HostPeer},
-				{udpSentSuffix, "Mbits/s", ""},
-				{udpLossSuffix, "%", datafile.HostPeer},
-				{udpTxSuffix, "packets/s", ""},
-				{udpRxSuffix, "packets/s", datafile.HostPeer},
-			} {
-				s := datafile.Series{Name: name + se.suffix, Kind: KindUDP, Units: se.units, Host: se.host,
-					Direction: Upload, Flow: flow, Marking: c.marking}
-				if err := pl.Claim(s.Name); err != nil {
-					return nil, nil, err
-				}
-				series = append(series, s)
-			}
+		series, err := udpFlowSeries(pl, c.names(), c.marking, "")
+		if err != nil {
+			return nil, nil, err
 		}
 		b, err := json.Marshal(c.params())
 		return b, series, err
@@ -774,6 +763,37 @@ var udpFloodKind = Kind{
 		return JobFunc(fl.run), Started{Message: fmt.Sprintf("UDP flood: %d flow(s) at %s each, %d-byte datagrams",
 			c.flows, rate, c.size)}, nil
 	},
+}
+
+// udpFlowSeries claims and returns the series of flows sent to a udp-sink, a
+// flow number each: the receiver measures what arrives and what was lost (the
+// peer), the sender what it sent (this host); a scalable flow (cc "scalable")
+// also the feedback's round trip and CE fraction.
+func udpFlowSeries(pl *Planner, names []string, marking, cc string) ([]datafile.Series, error) {
+	kinds := []struct{ suffix, units, host string }{
+		{"", "Mbits/s", datafile.HostPeer},
+		{udpSentSuffix, "Mbits/s", ""},
+		{udpLossSuffix, "%", datafile.HostPeer},
+		{udpTxSuffix, "packets/s", ""},
+		{udpRxSuffix, "packets/s", datafile.HostPeer},
+	}
+	if cc == "scalable" {
+		kinds = append(kinds, struct{ suffix, units, host string }{udpRTTSuffix, "ms", ""},
+			struct{ suffix, units, host string }{udpCESuffix, "%", ""})
+	}
+	var series []datafile.Series
+	for _, name := range names {
+		flow := pl.Next(KindUDP)
+		for _, k := range kinds {
+			se := datafile.Series{Name: name + k.suffix, Kind: KindUDP, Units: k.units, Host: k.host,
+				Direction: Upload, Flow: flow, Marking: marking, CC: cc}
+			if err := pl.Claim(se.Name); err != nil {
+				return nil, err
+			}
+			series = append(series, se)
+		}
+	}
+	return series, nil
 }
 
 // checkSinkSpec checks what a sender of kind needs of its spec: a udp-sink's

@@ -166,27 +166,9 @@ var udpScalableKind = Kind{
 		if err != nil {
 			return nil, nil, err
 		}
-		var series []datafile.Series
-		for _, name := range c.names() {
-			flow := pl.Next(KindUDP)
-			for _, se := range []struct {
-				suffix, units, host string
-			}{
-				{"", "Mbits/s", datafile.HostPeer},
-				{udpSentSuffix, "Mbits/s", ""},
-				{udpLossSuffix, "%", datafile.HostPeer},
-				{udpTxSuffix, "packets/s", ""},
-				{udpRxSuffix, "packets/s", datafile.HostPeer},
-				{udpRTTSuffix, "ms", ""},
-				{udpCESuffix, "%", ""},
-			} {
-				s := datafile.Series{Name: name + se.suffix, Kind: KindUDP, Units: se.units, Host: se.host,
-					Direction: Upload, Flow: flow, Marking: c.marking, CC: "scalable"}
-				if err := pl.Claim(s.Name); err != nil {
-					return nil, nil, err
-				}
-				series = append(series, s)
-			}
+		series, err := udpFlowSeries(pl, c.names(), c.marking, "scalable")
+		if err != nil {
+			return nil, nil, err
 		}
 		b, err := json.Marshal(c.params())
 		return b, series, err
