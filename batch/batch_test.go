@@ -74,6 +74,8 @@ func TestParseErrorsNameFileLineKey(t *testing.T) {
 		{"unsigned threshold", "inventory: hosts.yaml\ntests: [{test: tcp_4down}]\nthresholds: [{metric: Ping loaded median, worse: 10%}]\n", "with its sign"},
 		{"twice", "inventory: hosts.yaml\ntests: [{test: tcp_4down}, {test: tcp_4down}]\n", "comes twice"},
 		{"bad name", "name: a/b\ninventory: hosts.yaml\ntests: [{test: tcp_4down}]\n", "testdata/nightly.yaml:1: name:"},
+		{"a test needing a schedule", "inventory: hosts.yaml\ntests: [{test: tcp_4down}, {test: rate_steps}]\nsetups: [steps, small]\n", "testdata/nightly.yaml:2: tests[1].test: test rate_steps needs a setup with a rate_schedule: (the rates the bottleneck's shaper steps through during the run), and setup small"},
+		{"a schedule past the run", "inventory: hosts.yaml\nlength: 20\ntests: [{test: rate_steps}]\nsetups: [steps]\n", "testdata/nightly.yaml:4: setups[0]:"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -218,6 +218,9 @@ func Parse(path string, data []byte) (*Batch, error) {
 		if err != nil {
 			return nil, fail(fmt.Sprintf("setups[%d]", i), "%v", err)
 		}
+		if err := s.ScheduleFits(b.Length + 2*b.Delay); err != nil {
+			return nil, fail(fmt.Sprintf("setups[%d]", i), "%v", err)
+		}
 		b.Setups = append(b.Setups, s)
 	}
 	for i, c := range append(append([]Command{}, f.Before...), f.After...) {
@@ -260,6 +263,9 @@ func Parse(path string, data []byte) (*Batch, error) {
 				return nil, fail(key+".params", "%v", err)
 			}
 			for si, s := range b.Setups {
+				if err := plan.CheckSetup(s); err != nil {
+					return nil, fail(key+".test", "%v", err)
+				}
 				for rep := 1; rep <= reps; rep++ {
 					r := Run{Test: plan.Test, Parameters: set, Setup: setupNames[si], Repetition: rep}
 					if s != nil {

@@ -88,6 +88,9 @@ func (o *Options) Check() error {
 	case o.Delay < 0:
 		return fmt.Errorf("--delay %v: must not be negative", o.Delay)
 	}
+	if err := o.Setup.ScheduleFits(o.Length + 2*o.Delay); err != nil {
+		return err
+	}
 	if o.Plan == nil {
 		return nil
 	}
@@ -675,6 +678,12 @@ func Run(ctx context.Context, o Options) (string, error) {
 // with its error.
 func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	if err := o.Check(); err != nil {
+		return "", err
+	}
+	if err := o.Plan.CheckSetup(o.Setup); err != nil {
+		return "", err
+	}
+	if o.Plan, err = o.withSchedule(); err != nil {
 		return "", err
 	}
 	if err := s.revive(ctx); err != nil {

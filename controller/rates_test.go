@@ -2,11 +2,14 @@ package controller
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/tests"
 )
 
 // Which rate each bottleneck drains at by rights: the setup's shaper first, the
@@ -48,5 +51,42 @@ func TestConfiguredRates(t *testing.T) {
 				t.Errorf("got %+v\nwant %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// A setup's rate schedule is a job on every bottleneck host, added to a copy
+// of the test's plan (which the runs of the other setups share), and refused
+// when the run would end before its last step.
+func TestRateScheduleJobPlaced(t *testing.T) {
+	plan := &tests.Plan{Test: "rate_steps", Jobs: []tests.Job{{Name: "ping", Kind: "ping", Host: tests.RoleClient, Background: true}}}
+	steps := &qdisc.Setup{Name: "steps", Source: "lab.yaml:3", Rate: "50mbit", Root: &qdisc.Qdisc{Kind: "fq_codel"},
+		RateSchedule: []qdisc.RateStep{{At: 10 * time.Second, Rate: "5mbit", Bits: 5e6}}}
+	o := &Options{Plan: plan, Setup: steps, Length: 20 * time.Second, Step: 200 * time.Millisecond}
+	p, err := o.withSchedule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Jobs) != 1 || len(p.Jobs) != 2 {
+		t.Fatalf("the test's plan has %d jobs, the run's %d", len(plan.Jobs), len(p.Jobs))
+	}
+	j := p.Jobs[1]
+	if j.Kind != "rate-schedule" || j.Host != tests.RoleBottleneck || !j.Background || !strings.Contains(string(j.Params), `"rate":"5mbit"`) {
+		t.Errorf("job %+v %s", j, j.Params)
+	}
+	if err := o.Check(); err != nil {
+		t.Error(err)
+	}
+	o.Length = 5 * time.Second
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "lab.yaml:3: setup steps: rate_schedule's step at 10s is not before the run's end (5s") {
+		t.Errorf("a run shorter than the schedule: %v", err)
+	}
+	o.Setup = &qdisc.Setup{Name: "fq_codel", Root: &qdisc.Qdisc{Kind: "fq_codel"}}
+	if p, err := o.withSchedule(); err != nil || p != plan {
+		t.Errorf("no schedule: %v, the plan %p for %p", err, p, plan)
+	}
+	o.Setup = steps
+	o.Plan = &tests.Plan{Test: "odd", Jobs: []tests.Job{{Name: rateScheduleJob, Kind: "ping", Host: tests.RoleClient}}}
+	if _, err := o.withSchedule(); err == nil || !strings.Contains(err.Error(), "rename it") {
+		t.Errorf("a test job of the schedule's name: %v", err)
 	}
 }

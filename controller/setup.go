@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/bloatbench/bloatbench/inventory"
 	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
+	"github.com/bloatbench/bloatbench/runners"
+	"github.com/bloatbench/bloatbench/tests"
 )
 
 // restoreTimeout bounds putting the hosts back; it runs even after Ctrl-C.
@@ -128,6 +131,32 @@ func (o *Options) targets() ([]target, []string, error) {
 	return ts, args, nil
 }
 
+// withSchedule is the plan with the setup's rate schedule as a job on every
+// bottleneck host (runners' rate-schedule), or the plan as it is when the setup
+// has none. The plan is the test's, shared by the runs of every setup: it is
+// copied, not changed.
+func (o *Options) withSchedule() (*tests.Plan, error) {
+	if o.Setup == nil || len(o.Setup.RateSchedule) == 0 {
+		return o.Plan, nil
+	}
+	raw, err := runners.RateScheduleJob(o.Setup)
+	if err != nil {
+		return nil, fmt.Errorf("setup %s: %w", o.Setup.Name, err)
+	}
+	for _, j := range o.Plan.Jobs {
+		if j.Name == rateScheduleJob {
+			return nil, fmt.Errorf("test %s: a job is named %s, the name of the setup's rate schedule: rename it", o.Plan.Test, j.Name)
+		}
+	}
+	p := *o.Plan
+	p.Jobs = append(slices.Clip(p.Jobs), tests.Job{Name: rateScheduleJob, Kind: "rate-schedule", Host: tests.RoleBottleneck, Params: raw, Background: true})
+	return &p, nil
+}
+
+// rateScheduleJob names the schedule's job: "@" is no test job's (a sampler's
+// from the command line has it too).
+const rateScheduleJob = "rate-schedule@setup"
+
 // sampledDevs are the devices whose qdiscs a run samples each step: the
 // bottlenecks and the IFBs the setup shapes their ingress on.
 func (o *Options) sampledDevs() []inventory.Bottleneck {
@@ -242,8 +271,17 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint, ids map[strin
 			return applied{}, noop, err
 		}
 		// What the run left the device as, for a restore after a crash: it puts the
-		// device back only while it is still so, and leaves one changed since.
-		j.SetApplied(now)
+		// device back only while it is still so, and leaves one changed since. The
+		// rate schedule's steps change it as the run goes, and are the run's own.
+		left := now
+		if !t.path && len(t.setup.RateSchedule) > 0 {
+			c := *now
+			for _, st := range t.setup.RateSchedule {
+				c.ShaperRates = append(c.ShaperRates, st.Rate)
+			}
+			left = &c
+		}
+		j.SetApplied(left)
 		if err := j.Save(dir); err != nil {
 			if rerr := restore(); rerr != nil {
 				err = errors.Join(err, rerr)

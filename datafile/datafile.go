@@ -40,6 +40,9 @@ const (
 	// histogram, each sample one bucket of one step (V its time in ms, N its packets).
 	KindSojourn = "sojourn"
 	KindBQL     = "bql" // a tx queue's BQL inflight or limit
+	// KindShaper is the rate a bottleneck's shaper was set to, step by step,
+	// under a setup's rate schedule.
+	KindShaper = "shaper"
 )
 
 // Where a ping series' times come from (Series.Timestamps).

@@ -304,7 +304,7 @@ func build(run *datafile.Run) (*file, error) {
 	onGrid := report.OnGrid(run)
 	for _, se := range run.Series {
 		switch se.Kind {
-		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
+		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
 			continue
 		}
 		var raw []map[string]any

@@ -289,7 +289,7 @@ func scalesOf(runs []Run) scales {
 			switch se.Kind {
 			case datafile.KindPing:
 				sc.ping = math.Max(sc.ping, top)
-			case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
+			case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
 			default:
 				sc.byUnit[se.Units] = math.Max(sc.byUnit[se.Units], top)
 			}
@@ -342,6 +342,21 @@ func timeseries(id, name string, d *datafile.Run, sc scales) *charts.Line {
 		line.AddSeries(g.Name+" (Mbit/s)", points(m.T0, times, g.Values), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false)}),
 			charts.WithLineStyleOpts(opts.LineStyle{Width: float32(width)}))
 	}
+	// A rate schedule's rate, dashed, on the throughput's axis: what the flows
+	// had to follow.
+	for _, se := range d.Series {
+		if se.Kind != datafile.KindShaper {
+			continue
+		}
+		var ts, vs []float64
+		for _, s := range d.Samples[se.Name] {
+			if !s.Lost {
+				ts, vs = append(ts, s.T), append(vs, s.V)
+			}
+		}
+		line.AddSeries(se.Name+" (Mbit/s)", points(m.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false), Step: "end"}),
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed"}))
+	}
 	for _, se := range d.Series {
 		if se.Kind != datafile.KindPing {
 			continue
@@ -366,7 +381,7 @@ func others(idPrefix, name string, d *datafile.Run, sc scales) []*charts.Line {
 	byUnits := map[string][]datafile.Series{}
 	for _, se := range d.Series {
 		switch se.Kind {
-		case datafile.KindTCP, datafile.KindPing, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
+		case datafile.KindTCP, datafile.KindPing, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
 			continue
 		}
 		if byUnits[se.Units] == nil {

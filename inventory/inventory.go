@@ -82,6 +82,17 @@ type SetupSpec struct {
 	// Netem emulates the path (delay, loss, reordering, rate) on the inventory's
 	// path_devices: for this setup's runs.
 	Netem *NetemSpec `yaml:"netem,omitempty"`
+	// RateSchedule changes the rate of the htb shaper Rate makes during each run,
+	// step by step: the bottleneck's response to a link that slows down and
+	// speeds up again (a radio's, a shared line's).
+	RateSchedule []RateStepSpec `yaml:"rate_schedule,omitempty"`
+}
+
+// RateStepSpec is one step of a rate schedule: from At (a time from the run's
+// start, such as 10s or 1m30s) the shaper's rate is Rate (a tc rate, 25mbit).
+type RateStepSpec struct {
+	At   string `yaml:"at"`
+	Rate string `yaml:"rate"`
 }
 
 // IngressSpec is the qdisc that shapes a device's ingress on its IFB.

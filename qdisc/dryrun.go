@@ -37,7 +37,13 @@ func DryRun(ctx context.Context, r Runner, host string, s *Setup, txQueues int) 
 	// qdiscs, and the mirred filter can redirect to it.
 	ifb := IFBName("bbdry0")
 	var ops []Op
-	for _, o := range s.Commands("bbdry0", max(txQueues, 1)) {
+	cmds := s.Commands("bbdry0", max(txQueues, 1))
+	// The schedule's changes too: a rate this tc will not take fails here, not
+	// in the middle of a run.
+	for _, st := range s.RateSchedule {
+		cmds = append(cmds, RateOp("bbdry0", st.Rate))
+	}
+	for _, o := range cmds {
 		if o.Argv[0] == "tc" {
 			argv := []string{"tc", "-n", ns}
 			for _, a := range o.Argv[1:] {

@@ -2,8 +2,10 @@ package qdisc
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloatbench/bloatbench/internal/golden"
 	"github.com/bloatbench/bloatbench/inventory"
@@ -28,6 +30,9 @@ func TestCommandsGolden(t *testing.T) {
 			continue
 		}
 		fmt.Fprintf(&b, "# %s (%s), %s\n%s", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
+		for _, c := range s.Changes("eth0") {
+			fmt.Fprintf(&b, "# %s\n", c)
+		}
 		if len(s.Sysctls) > 0 {
 			fmt.Fprintf(&b, "# on every host of the run:\n%s", Script(s.SysctlOps()))
 		}
@@ -115,12 +120,71 @@ func TestCheckErrors(t *testing.T) {
 		{inventory.SetupSpec{Sysctls: map[string]string{"net.ipv4.tcp_ecn": "1; reboot"}}, "sysctls.net.ipv4.tcp_ecn"},
 		{inventory.SetupSpec{Sysctls: map[string]string{"net.ipv4.tcp_ecn": ""}}, "sysctls.net.ipv4.tcp_ecn"},
 		{inventory.SetupSpec{Sysctls: map[string]string{"net": "1"}}, "sysctls.net"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, RateSchedule: steps("10s", "25mbit")}, "rate_schedule changes the rate of the htb shaper"},
+		{inventory.SetupSpec{MQ: &inventory.QdiscSpec{Kind: "fq_codel"}, RateSchedule: steps("10s", "25mbit")}, "rate_schedule changes"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("10", "25mbit")}, "rate_schedule[0].at"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("-1s", "25mbit")}, "rate_schedule[0].at"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("25h", "25mbit")}, "rate_schedule[0].at"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("10s", "25mbit", "10s", "5mbit")}, "rate_schedule[1].at 10s: the steps go in time order"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("10s", "25mbit", "5s", "5mbit")}, "rate_schedule[1].at"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("10s", "25mbit; reboot")}, "rate_schedule[0].rate"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: steps("10s", "0mbit")}, "rate_schedule[0].rate"},
+		{inventory.SetupSpec{Root: &inventory.QdiscSpec{Kind: "fq_codel"}, Rate: "50mbit", RateSchedule: manySteps(MaxRateSteps + 1)}, "at most"},
 	}
 	for _, c := range cases {
 		_, err := check("x", c.spec, "hosts.yaml:12")
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "hosts.yaml:12: setup x:") {
 			t.Errorf("%+v: error %v, want %q with its place", c.spec, err, c.want)
 		}
+	}
+}
+
+// steps makes a rate schedule of at, rate pairs.
+func steps(kv ...string) []inventory.RateStepSpec {
+	var out []inventory.RateStepSpec
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, inventory.RateStepSpec{At: kv[i], Rate: kv[i+1]})
+	}
+	return out
+}
+
+func manySteps(n int) []inventory.RateStepSpec {
+	var kv []string
+	for i := range n {
+		kv = append(kv, fmt.Sprintf("%ds", i+1), "10mbit")
+	}
+	return steps(kv...)
+}
+
+// A rate schedule resolves to its steps in order, is inherited by extends, and
+// says what it will run; a run must be longer than its last step.
+func TestRateSchedule(t *testing.T) {
+	inv := testInventory(t)
+	s, err := Resolve("htb+bfifo-steps", inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RateStep{{10 * time.Second, "25mbit", 25e6}, {20 * time.Second, "5mbit", 5e6}, {30 * time.Second, "1.5gbit", 1.5e9}}
+	if !reflect.DeepEqual(s.RateSchedule, want) {
+		t.Errorf("schedule %+v, want %+v", s.RateSchedule, want)
+	}
+	ch := s.Changes("eth0")
+	if len(ch) != 3 || ch[1] != "at 20s: tc class change dev eth0 parent 1: classid 1:1 htb rate 5mbit ceil 5mbit" {
+		t.Errorf("changes %q", ch)
+	}
+	child, err := Resolve("steps-child", inv)
+	if err != nil || !reflect.DeepEqual(child.RateSchedule, want) || child.Rate != "100mbit" {
+		t.Errorf("extends lost the schedule: %+v, %v", child, err)
+	}
+	if err := s.ScheduleFits(30 * time.Second); err == nil || !strings.Contains(err.Error(), "step at 30s is not before the run's end (30s") {
+		t.Errorf("a run ending at the last step: %v", err)
+	}
+	if err := s.ScheduleFits(31 * time.Second); err != nil {
+		t.Error(err)
+	}
+	var none *Setup
+	if err := none.ScheduleFits(time.Second); err != nil {
+		t.Error(err)
 	}
 }
 

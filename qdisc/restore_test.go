@@ -18,6 +18,49 @@ func pfifoState(limit string) *State {
 		Qdiscs: []TCQdisc{{Kind: "pfifo", Handle: "1:", Root: true, Options: json.RawMessage(`{"limit":` + limit + `}`)}}}
 }
 
+// htbState is a device shaped by a setup's htb at rate (as tc prints it), its
+// class's burst htb's default for that rate; fq_codel under it.
+func htbState(rate, burst string, quantum string, prio ...string) *State {
+	st := pfifoState("50")
+	st.Qdiscs = []TCQdisc{{Kind: "htb", Handle: "1:", Root: true}, {Kind: "fq_codel", Handle: "10:", Parent: "1:1"}}
+	st.Classes = []Class{{Kind: "htb", ClassID: "1:1", Parent: "root", Rate: rate, Ceil: rate, Burst: burst, Cburst: burst, Prio: "0", Quantum: quantum}}
+	if len(prio) > 0 {
+		st.Classes[0].Prio = prio[0]
+	}
+	return st
+}
+
+// A device a rate schedule left at one of its rates is as the run left it; at
+// another rate, or changed otherwise, it is not.
+func TestPlanRestoreUnderRateSchedule(t *testing.T) {
+	found := pfifoState("1000")
+	applied := htbState("50Mbit", "1600b", "200000")
+	applied.ShaperRates = []string{"25mbit", "5mbit", "50mbit"}
+	unscheduled := htbState("50Mbit", "1600b", "200000")
+	for _, c := range []struct {
+		name         string
+		applied, now *State
+		want         Verdict
+	}{
+		{"at the setup's rate", applied, htbState("50Mbit", "1600b", "200000"), PutBack},
+		{"at a step's rate, bursts and quantum and all", applied, htbState("5Mbit", "1599b", "62500"), PutBack},
+		{"at a rate the schedule has not", applied, htbState("7Mbit", "1600b", "200000"), Changed},
+		{"at a step's rate, changed otherwise too", applied, htbState("25Mbit", "1600b", "200000", "3"), Changed},
+		{"at a step's rate without a schedule", unscheduled, htbState("25Mbit", "1600b", "200000"), Changed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if v, diff := PlanRestore(found, c.applied, c.now); v != c.want {
+				t.Errorf("PlanRestore = %v (%s); want %v", v, diff, c.want)
+			}
+		})
+	}
+	now := htbState("25Mbit", "1600b", "200000")
+	now.Classes[0].Ceil = "50Mbit"
+	if v, _ := PlanRestore(found, applied, now); v != Changed {
+		t.Errorf("rate and ceiling apart, not a step of the schedule: %v", v)
+	}
+}
+
 // The restore decision for each way a device can be found after a crash.
 func TestPlanRestore(t *testing.T) {
 	found, applied := pfifoState("1000"), pfifoState("50")

@@ -34,8 +34,10 @@ type Setup struct {
 	Ingress *Ingress
 	// Netem is tc's words after "netem" for the inventory's path devices, nil for
 	// none (the inventory's own netem: then applies, if any).
-	Netem   []string
-	Builtin bool
+	Netem []string
+	// RateSchedule changes Rate during each run, in time order.
+	RateSchedule []RateStep
+	Builtin      bool
 	// Source says where it was defined: "built-in" or file:line.
 	Source string
 }
@@ -205,6 +207,9 @@ func overlay(base, o inventory.SetupSpec) inventory.SetupSpec {
 	if o.Netem != nil {
 		out.Netem = o.Netem
 	}
+	if len(o.RateSchedule) > 0 {
+		out.RateSchedule = o.RateSchedule
+	}
 	out.Offloads = merge(base.Offloads, o.Offloads)
 	out.Params = merge(base.Params, o.Params)
 	return out
@@ -276,6 +281,13 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 		return nil, errf("rate (htb shaping) goes with root:, not mq:")
 	case s.Rate != "" && !rateRE.MatchString(s.Rate):
 		return nil, errf("rate %q: write a tc rate such as 100mbit", s.Rate)
+	}
+	if s.Rate != needsRate {
+		sched, err := checkSchedule(sp.RateSchedule, s, errf)
+		if err != nil {
+			return nil, err
+		}
+		s.RateSchedule = sched
 	}
 	if sp.BQL != nil {
 		for k, v := range map[string]*int{"limit_max": sp.BQL.LimitMax, "limit_min": sp.BQL.LimitMin} {

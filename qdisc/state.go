@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/bloatbench/bloatbench/internal/tcrate"
 	"github.com/bloatbench/bloatbench/remote"
 )
 
@@ -49,6 +52,10 @@ type State struct {
 	IngressFilters []string `json:"ingress_filters,omitempty"`
 	// IFB is the device that shapes this one's ingress (IFBName), when it exists.
 	IFB *IFBState `json:"ifb,omitempty"`
+	// ShaperRates, on a state a journal keeps as what its run applied, are the rates
+	// the run's rate schedule sets the htb class 1:1 to while it runs: the device
+	// at one of them is still as the run left it (asRunLeft).
+	ShaperRates []string `json:"shaper_rates,omitempty"`
 	// legacy marks a state read from a version 1 journal, which recorded neither
 	// features, filters nor the htb class details of tc -d: those are not compared.
 	legacy bool
@@ -1111,10 +1118,49 @@ func PlanRestore(found, applied, now *State) (v Verdict, diff string) {
 	case applied == nil:
 		return Unknown, ""
 	}
-	if d := applied.Diff(now); d != "" {
+	if d := applied.asRunLeft(now).Diff(now); d != "" {
 		return Changed, d
 	}
 	return PutBack, ""
+}
+
+// asRunLeft is applied as the run may have left it, seen against now: when the
+// run's rate schedule (ShaperRates) may have changed the htb class 1:1 and now
+// has that class at one of its rates (rate and ceiling both), applied with the
+// class's rate, ceiling, bursts and quantum (which htb derives from the rate:
+// the quantum is rate/r2q, from 1,000 to 200,000 bytes) as now's.
+// Anything else about the class, or the device, must still be as applied.
+func (st *State) asRunLeft(now *State) *State {
+	if len(st.ShaperRates) == 0 {
+		return st
+	}
+	var cur *Class
+	for i := range now.Classes {
+		if now.Classes[i].ClassID == "1:1" && now.Classes[i].Kind == "htb" {
+			cur = &now.Classes[i]
+		}
+	}
+	if cur == nil {
+		return st
+	}
+	rate, err1 := tcrate.Parse(cur.Rate)
+	ceil, err2 := tcrate.Parse(cur.Ceil)
+	if err1 != nil || err2 != nil || rate != ceil || !slices.ContainsFunc(st.ShaperRates, func(r string) bool {
+		v, err := tcrate.Parse(r)
+		// tc prints a rate rounded (25Mbit, 1.5Mbit): within a thousandth.
+		return err == nil && math.Abs(v-rate) <= v*1e-3
+	}) {
+		return st
+	}
+	out := *st
+	out.Classes = slices.Clone(st.Classes)
+	for i := range out.Classes {
+		c := &out.Classes[i]
+		if c.ClassID == "1:1" && c.Kind == "htb" {
+			c.Rate, c.Ceil, c.Burst, c.Cburst, c.Buffer, c.Cbuffer, c.Quantum = cur.Rate, cur.Ceil, cur.Burst, cur.Cburst, cur.Buffer, cur.Cbuffer, cur.Quantum
+		}
+	}
+	return &out
 }
 
 // ErrChangedSince marks a device, or a sysctl, that is neither as its journal's run

@@ -21,7 +21,7 @@ func OnGrid(run *datafile.Run) map[string]GridSeries {
 	}
 	for _, se := range run.Series {
 		switch se.Kind {
-		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
+		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
 			continue
 		}
 		out[se.Name] = GridSeries{Name: se.Name, Units: se.Units, Values: gridValues(grid, run.Samples[se.Name])}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -84,6 +85,45 @@ type devSeries struct {
 	bytes    []datafile.Sample   // the root qdisc's byte counter
 	backlog  []datafile.Sample
 	inflight [][]datafile.Sample
+	// shaper is the rate its shaper was set to, step by step, under a setup's
+	// rate schedule (Mbit/s); nil when the rate stayed as configured.
+	shaper []datafile.Sample
+}
+
+// scheduled is a rate schedule's samples, in time order, with when each
+// sample's rate came into force (the first of the run of equal samples it ends).
+type scheduled struct {
+	xs    []datafile.Sample
+	since []float64
+}
+
+func newScheduled(xs []datafile.Sample) scheduled {
+	xs = slices.Clone(xs)
+	sort.SliceStable(xs, func(i, j int) bool { return xs[i].T < xs[j].T })
+	since := make([]float64, len(xs))
+	for i, x := range xs {
+		since[i] = x.T
+		if i > 0 && xs[i-1].V == x.V {
+			since[i] = since[i-1]
+		}
+	}
+	return scheduled{xs, since}
+}
+
+// rateAt is the rate (bits/s) in force over the whole step from prev to t: 0
+// when the schedule may have changed it within the step, or had not said yet,
+// as a drain over that step answers to no one rate. The schedule's samples are
+// the rate at their time, taken on their own ticks: a change between the
+// sample before t and the one after may lie in the step.
+func (s scheduled) rateAt(prev, t float64) float64 {
+	i := sort.Search(len(s.xs), func(i int) bool { return s.xs[i].T > t }) - 1
+	if i < 0 || s.since[i] > prev {
+		return 0
+	}
+	if i+1 < len(s.xs) && s.xs[i+1].V != s.xs[i].V && s.xs[i].T < t {
+		return 0
+	}
+	return s.xs[i].V * 1e6
 }
 
 func deviceSeries(run *datafile.Run) (map[string]*devSeries, []string) {
@@ -109,6 +149,10 @@ func deviceSeries(run *datafile.Run) (map[string]*devSeries, []string) {
 				} else {
 					d.sojourn = append(d.sojourn, run.Samples[se.Name])
 				}
+			}
+		case datafile.KindShaper:
+			if se.Host != "" && se.Dev != "" {
+				get(se.Host, se.Dev).shaper = run.Samples[se.Name]
 			}
 		case datafile.KindQdisc, datafile.KindBQL:
 			st, ok := BottleneckStat(se)
@@ -284,7 +328,16 @@ func delayRows(devs map[string]*devSeries, order []string, rates map[string]data
 			sort.Float64s(xs) // map order must not reach the row
 			rows = append(rows, rowOf("Qdisc "+name+DrainSuffix, "Mbit/s", xs))
 		}
-		if r, ok := rates[name]; ok {
+		if len(d.shaper) > 0 {
+			// Under a rate schedule, the rate in force each step of the window.
+			var xs []float64
+			for _, x := range d.shaper {
+				if x.T > from && x.T <= to {
+					xs = append(xs, x.V)
+				}
+			}
+			rows = append(rows, rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", xs))
+		} else if r, ok := rates[name]; ok {
 			rows = append(rows, rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", []float64{r.Bits / 1e6}))
 		}
 	}
@@ -327,6 +380,12 @@ func slowDrains(devs map[string]*devSeries, order []string, rates map[string]dat
 	var out []string
 	for _, name := range order {
 		d, r := devs[name], rates[name]
+		if len(d.shaper) > 0 {
+			if w := scheduledSlowDrain(name, d, from, to); w != "" {
+				out = append(out, w)
+			}
+			continue
+		}
 		if r.Bits == 0 || len(d.backlog) == 0 {
 			continue
 		}
@@ -346,6 +405,32 @@ func slowDrains(devs map[string]*devSeries, order []string, rates map[string]dat
 		}
 	}
 	return out
+}
+
+// scheduledSlowDrain is slowDrains' warning for a device whose shaper's rate
+// changed on a schedule: each step it held a queue is held to the rate in force
+// over that step, and the median share warned of.
+func scheduledSlowDrain(name string, d *devSeries, from, to float64) string {
+	backlog := gaugeAt([][]datafile.Sample{d.backlog}, from, to)
+	sched := newScheduled(d.shaper)
+	var shares []float64
+	for i := 1; i < len(d.bytes); i++ {
+		a, b := d.bytes[i-1], d.bytes[i]
+		if b.T <= from || b.T > to || b.T <= a.T || b.V < a.V || backlog[b.T] < standingQueue {
+			continue
+		}
+		if r := sched.rateAt(a.T, b.T); r > 0 {
+			shares = append(shares, (b.V-a.V)*8/(b.T-a.T)/r)
+		}
+	}
+	if len(shares) < minQueuedSteps {
+		return ""
+	}
+	if m := Median(shares); m < SlowDrain {
+		return fmt.Sprintf("qdisc %s drained at a median %.0f%% of its scheduled rate over the %d steps it held a queue at one rate: the link gives less than the rate the schedule set, and its queue's delay is more than its backlog over it",
+			name, 100*m, len(shares))
+	}
+	return ""
 }
 
 // attribute splits the excess of the loaded ping's median over its idle median

@@ -238,3 +238,83 @@ func TestConfiguredRate(t *testing.T) {
 		})
 	}
 }
+
+// Under a rate schedule, each device's configured rate row is the rate in force
+// each step of the window, and a queue is held to the rate of each step it
+// drained in, the steps a change may fall in left out.
+func TestRateScheduleRows(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		rate           func(t float64) float64 // the schedule, Mbit/s
+		median, avg    float64
+		warn           string // in the warning; "" for none
+		warnsUnchanged bool   // without the schedule, at its first rate
+	}{
+		{"follows the schedule", func(t float64) float64 { return map[bool]float64{true: 200, false: 100}[t < 102.5] }, 100, 140, "", true},
+		{"half the scheduled rate", func(t float64) float64 { return map[bool]float64{true: 400, false: 200}[t < 102.5] }, 200, 280, "qdisc server:eth1 drained at a median 50% of its scheduled rate over the 18 steps it held a queue at one rate", true},
+		{"the last steps faster", func(t float64) float64 { return map[bool]float64{true: 100, false: 250}[t < 104.5] }, 100, 115, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := delayRun(10, delayDev{"server", "eth1", 125000, 0, -1})
+			// The static rate, what the setup began with: the schedule's samples
+			// take its place.
+			run.Metadata.Rates = []datafile.DeviceRate{{Host: "server", Dev: "eth1", Bits: c.rate(100) * 1e6, Source: "htb rate"}}
+			var shaper []datafile.Sample
+			for k := 0; k <= 30; k++ {
+				// The schedule's own ticks, a little after the qdisc sampler's.
+				at := 100 + float64(k)*0.2 + 0.03
+				shaper = append(shaper, datafile.Sample{T: at, V: c.rate(at)})
+			}
+			unscheduled := SummarizeWith(run, Options{})
+			run.Series = append(run.Series, datafile.Series{Name: "shaper server:eth1 rate", Kind: datafile.KindShaper, Units: "Mbit/s", Host: "server", Dev: "eth1", Stat: "rate"})
+			run.Samples["shaper server:eth1 rate"] = shaper
+			s := SummarizeWith(run, Options{})
+			var found bool
+			for _, r := range s.Rows {
+				if r.Name == "shaper server:eth1 rate" {
+					t.Errorf("the schedule has a row of its own beside the configured rate: %+v", r)
+				}
+				if r.Name == "Qdisc server:eth1 configured rate" {
+					found = true
+					if r.Median != c.median || math.Abs(r.Avg-c.avg) > 1e-9 || r.Points != 20 {
+						t.Errorf("configured rate %+v, want median %g avg %g over 20 steps", r, c.median, c.avg)
+					}
+				}
+			}
+			if !found {
+				t.Error("no configured rate row")
+			}
+			w := strings.Join(s.QueueWarnings, "\n")
+			if c.warn == "" && strings.Contains(w, " drained at ") || c.warn != "" && !strings.Contains(w, c.warn) {
+				t.Errorf("queue warnings %q, want %q", w, c.warn)
+			}
+			// Held to the first rate alone, the run would have said otherwise.
+			if got := strings.Contains(strings.Join(unscheduled.QueueWarnings, "\n"), " drained at "); got != c.warnsUnchanged {
+				t.Errorf("without the schedule: warned %v, want %v", got, c.warnsUnchanged)
+			}
+		})
+	}
+}
+
+// The rate in force over a step: none where a change may lie within it.
+func TestScheduledRateAt(t *testing.T) {
+	s := newScheduled([]datafile.Sample{{T: 1.0, V: 50}, {T: 1.2, V: 50}, {T: 1.4, V: 25}, {T: 1.6, V: 25}, {T: 1.8, V: 25}})
+	for _, c := range []struct {
+		prev, t, want float64
+	}{
+		{0.8, 0.95, 0},     // before the schedule said anything
+		{0.95, 1.1, 0},     // its first sample is within the step
+		{1.0, 1.15, 50e6},  // 50 from 1.0 on, and still at 1.2
+		{1.15, 1.3, 0},     // the change is between 1.2 and 1.4: maybe here
+		{1.25, 1.45, 0},    // ... or here
+		{1.4, 1.55, 25e6},  // 25 since 1.4
+		{1.8, 5.0, 25e6},   // the last rate holds
+		{1.0, 1.2, 50e6},   // a step ending on a sample
+		{1.2, 1.4, 0},      // the step the change is in
+		{1.45, 1.41, 25e6}, // (a step of negative length is the caller's to skip)
+	} {
+		if got := s.rateAt(c.prev, c.t); got != c.want {
+			t.Errorf("rateAt(%g, %g) = %g, want %g", c.prev, c.t, got, c.want)
+		}
+	}
+}

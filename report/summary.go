@@ -249,7 +249,8 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	// their own name over the run, as flent summarises a series from its raw values.
 	for _, se := range run.Series {
 		switch se.Kind {
-		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn:
+		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
+			// The shaper's rate is each device's configured rate row (delayRows).
 			continue
 		}
 		if datafile.IsRTT(se) {

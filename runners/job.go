@@ -144,21 +144,22 @@ type Kind struct {
 // file and one line here.
 func Kinds() map[string]Kind {
 	return map[string]Kind{
-		"tcp-listen":   tcpListenKind,
-		"tcp-streams":  tcpStreamsKind,
-		"ping":         pingKind,
-		"qdisc":        qdiscKind,
-		"cpu":          cpuKind,
-		"softnet":      softnetKind,
-		"sojourn":      sojournKind,
-		"rr-server":    rrServerKind,
-		"udp-rr":       udpRRKind,
-		"tcp-rr":       tcpRRKind,
-		"udp-sink":     udpSinkKind,
-		"udp-flood":    udpFloodKind,
-		"udp-echo":     udpEchoKind,
-		"udp-probe":    udpProbeKind,
-		"udp-scalable": udpScalableKind,
+		"tcp-listen":    tcpListenKind,
+		"tcp-streams":   tcpStreamsKind,
+		"ping":          pingKind,
+		"qdisc":         qdiscKind,
+		"cpu":           cpuKind,
+		"softnet":       softnetKind,
+		"sojourn":       sojournKind,
+		"rr-server":     rrServerKind,
+		"udp-rr":        udpRRKind,
+		"tcp-rr":        tcpRRKind,
+		"udp-sink":      udpSinkKind,
+		"udp-flood":     udpFloodKind,
+		"udp-echo":      udpEchoKind,
+		"udp-probe":     udpProbeKind,
+		"udp-scalable":  udpScalableKind,
+		"rate-schedule": rateScheduleKind,
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/runners"
 
 	"github.com/bloatbench/bloatbench/internal/yamlkeys"
@@ -50,6 +51,9 @@ type Definition struct {
 	Parameters  map[string]Parameter `yaml:"parameters,omitempty"`
 	Jobs        []JobDef             `yaml:"jobs,omitempty"`
 	Aggregates  []Aggregate          `yaml:"aggregates,omitempty"`
+	// Needs says what a run's setup must have for the test to be itself
+	// (NeedsRateSchedule): a run without it is refused, not run as another test.
+	Needs []string `yaml:"needs,omitempty"`
 	// Source is where the definition came from, for errors.
 	Source string `yaml:"-"`
 }
@@ -86,6 +90,7 @@ type Aggregate = datafile.Aggregate
 // Plan is a definition with its parameters resolved: the jobs a run starts.
 type Plan struct {
 	Test       string
+	Needs      []string
 	Parameters map[string]string
 	Jobs       []Job
 	Aggregates []Aggregate
@@ -231,8 +236,32 @@ func Parse(name string, data []byte) (*Definition, error) {
 	return &d, nil
 }
 
+// NeedsRateSchedule is a test's need of a setup whose shaper's rate changes on
+// a schedule (its rate_schedule:).
+const NeedsRateSchedule = "rate_schedule"
+
+// CheckSetup says whether setup s (nil: none) gives the plan's test what it needs.
+func (p *Plan) CheckSetup(s *qdisc.Setup) error {
+	for _, n := range p.Needs {
+		if n == NeedsRateSchedule && (s == nil || len(s.RateSchedule) == 0) {
+			what := "a run without a setup has none"
+			if s != nil {
+				what = fmt.Sprintf("setup %s (%s) has none", s.Name, s.Source)
+			}
+			return fmt.Errorf("test %s needs a setup with a rate_schedule: (the rates the bottleneck's shaper steps through during the run), and %s: give it one, e.g. setups: {steps: {rate: 50mbit, root: {kind: fq_codel}, rate_schedule: [{at: 10s, rate: 25mbit}, {at: 20s, rate: 5mbit}, {at: 30s, rate: 50mbit}]}} (docs/setups.md)",
+				p.Test, what)
+		}
+	}
+	return nil
+}
+
 // check checks the jobs against the registry and the parameters.
 func (d *Definition) check() error {
+	for i, n := range d.Needs {
+		if n != NeedsRateSchedule {
+			return fmt.Errorf("%s: needs[%d] %q: a test can need %s", d.Source, i, n, NeedsRateSchedule)
+		}
+	}
 	kinds := runners.Kinds()
 	if len(d.Jobs) == 0 {
 		return fmt.Errorf("%s: no jobs: list what the test runs under the key jobs", d.Source)
@@ -462,6 +491,9 @@ func (d *Definition) inherit(seen map[string]bool) (*Definition, error) {
 	if len(out.Aggregates) == 0 {
 		out.Aggregates = parent.Aggregates
 	}
+	if len(out.Needs) == 0 {
+		out.Needs = parent.Needs
+	}
 	if out.Description == "" {
 		out.Description = parent.Description
 	}
@@ -498,7 +530,7 @@ func (d *Definition) Resolve(set map[string]string) (*Plan, error) {
 		}
 		params[k] = v
 	}
-	plan := &Plan{Test: d.Name, Parameters: params, Aggregates: d.Aggregates}
+	plan := &Plan{Test: d.Name, Needs: d.Needs, Parameters: params, Aggregates: d.Aggregates}
 	kinds := runners.Kinds()
 	pl := runners.NewPlanner()
 	yields := 0

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/qdisc"
 )
 
 // flows gives a plan's TCP series names and congestion controls, in order.
@@ -209,7 +211,7 @@ func TestTestFiles(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
-		"name: x\nbogus: 1\n": "line 2: unknown key bogus; valid here: aggregates, description, extends, jobs, name, parameters",
+		"name: x\nbogus: 1\n": "line 2: unknown key bogus; valid here: aggregates, description, extends, jobs, name, needs, parameters",
 		"description: y\n":    `missing key "name"`,
 		"name: x\n":           "no jobs",
 		"name: x\njobs: [{name: a, kind: teleport, host: client}]\n":                                                               `kind "teleport"`,
@@ -308,5 +310,38 @@ func TestRemoveSampler(t *testing.T) {
 	// A test's own jobs are not samplers to remove.
 	if err := p.RemoveSampler("ping"); err == nil {
 		t.Errorf("removed ping")
+	}
+}
+
+// rate_steps needs a setup with a rate schedule, and says so before a run;
+// a test can need nothing else.
+func TestNeedsRateSchedule(t *testing.T) {
+	d, err := Get("rate_steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckSetup(nil); err == nil || !strings.Contains(err.Error(), "test rate_steps needs a setup with a rate_schedule:") {
+		t.Errorf("no setup: %v", err)
+	}
+	plain := &qdisc.Setup{Name: "fq_codel", Source: "built-in", Root: &qdisc.Qdisc{Kind: "fq_codel"}}
+	if err := p.CheckSetup(plain); err == nil || !strings.Contains(err.Error(), "setup fq_codel (built-in) has none") {
+		t.Errorf("a setup without a schedule: %v", err)
+	}
+	steps := &qdisc.Setup{Name: "steps", Rate: "50mbit", Root: &qdisc.Qdisc{Kind: "fq_codel"}, RateSchedule: []qdisc.RateStep{{At: time.Second, Rate: "5mbit", Bits: 5e6}}}
+	if err := p.CheckSetup(steps); err != nil {
+		t.Error(err)
+	}
+	// The jobs are l4s_coexist's.
+	parent, _ := Get("l4s_coexist")
+	pp, _ := parent.Resolve(nil)
+	if len(p.Jobs) != len(pp.Jobs) || pp.CheckSetup(nil) != nil {
+		t.Errorf("rate_steps has %d jobs, l4s_coexist %d", len(p.Jobs), len(pp.Jobs))
+	}
+	if _, err := Parse("tests/x/test.yaml", []byte("name: x\nneeds: [a_faster_link]\njobs: [{name: p, kind: ping, host: client, target: server}]\n")); err == nil || !strings.Contains(err.Error(), `needs[0] "a_faster_link"`) {
+		t.Errorf("an unknown need: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -168,6 +169,9 @@ func batchDryRun(c *cli.Command, b *batch.Batch) error {
 				queues = " (shown for 4 tx queues)"
 			}
 			fmt.Fprintf(w, "\n# setup %s (%s) on %s:%s%s\n%s", s.Name, s.Title, bn.Host, bn.Dev, queues, qdisc.Script(s.Commands(bn.Dev, 4)))
+			if ch := s.Changes(bn.Dev); len(ch) > 0 {
+				fmt.Fprintf(w, "# during each run, from its start:\n# %s\n", strings.Join(ch, "\n# "))
+			}
 		}
 		for _, p := range b.Inventory.PathDevices {
 			if ops := s.PathCommands(p.Dev); ops != nil {

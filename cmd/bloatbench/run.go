@@ -211,7 +211,22 @@ func runAction(ctx context.Context, c *cli.Command) error {
 		if err != nil {
 			return err
 		}
+		if err := s.ScheduleFits(o.Length + 2*o.Delay); err != nil {
+			return err
+		}
 		setups = append(setups, s)
+	}
+	// A test that needs something of its setup is refused before any host is
+	// touched, for every setup of the command (or for none).
+	if len(setups) == 0 {
+		if err := plan.CheckSetup(nil); err != nil {
+			return err
+		}
+	}
+	for _, s := range setups {
+		if err := plan.CheckSetup(s); err != nil {
+			return err
+		}
 	}
 	// One SSH login and one agent per host for every run of the command; with setups,
 	// the bottleneck hosts' agents run as root (through sudo for a login that is not).

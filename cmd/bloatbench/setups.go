@@ -50,7 +50,8 @@ func setupsCommand() *cli.Command {
 				}
 				if format == "json" {
 					return writeJSON(c.Root().Writer, setupCommandsJSON{Name: s.Name, Title: s.Title, Source: s.Source, Dev: c.String("dev"), Queues: c.Int("queues"),
-						Commands: shell(s.Commands(c.String("dev"), c.Int("queues"))), Sysctls: shell(s.SysctlOps()), PathCommands: shell(s.PathCommands("PATHDEV"))})
+						Commands: shell(s.Commands(c.String("dev"), c.Int("queues"))), Sysctls: shell(s.SysctlOps()), PathCommands: shell(s.PathCommands("PATHDEV")),
+						Schedule: s.Changes(c.String("dev"))})
 				}
 				fmt.Fprintf(c.Root().Writer, "# %s (%s), %s\n%s", s.Name, s.Title, s.Source, qdisc.Script(s.Commands(c.String("dev"), c.Int("queues"))))
 				if len(s.Sysctls) > 0 {
@@ -58,6 +59,9 @@ func setupsCommand() *cli.Command {
 				}
 				if p := s.PathCommands("PATHDEV"); p != nil {
 					fmt.Fprintf(c.Root().Writer, "# on each of the inventory's path_devices:\n%s", qdisc.Script(p))
+				}
+				if ch := s.Changes(c.String("dev")); len(ch) > 0 {
+					fmt.Fprintf(c.Root().Writer, "# during each run, from its start:\n# %s\n", strings.Join(ch, "\n# "))
 				}
 				return nil
 			}
@@ -125,6 +129,8 @@ type setupCommandsJSON struct {
 	Commands     []string `json:"commands"`
 	Sysctls      []string `json:"sysctls,omitempty"`
 	PathCommands []string `json:"path_commands,omitempty"`
+	// Schedule is the rate schedule's changes: "at 10s: tc class change ...".
+	Schedule []string `json:"schedule,omitempty"`
 }
 
 func shell(ops []qdisc.Op) []string {
