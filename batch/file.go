@@ -94,11 +94,14 @@ type Batch struct {
 	Pause     time.Duration
 	Shuffle   bool
 	Setups    []*qdisc.Setup // nil entry: no setup
-	Before    []Command
-	After     []Command
-	Limits    []ParsedLimit
-	Require   Require
-	Runs      []Run // in the file's order; Order gives the running order
+	// SetsSysctls says a run's test needs sysctls set on every host (tcp_ecn for
+	// its flows' ecn:): every host's agent then runs as root.
+	SetsSysctls bool
+	Before      []Command
+	After       []Command
+	Limits      []ParsedLimit
+	Require     Require
+	Runs        []Run // in the file's order; Order gives the running order
 }
 
 // ParsedLimit is a threshold with its change as a fraction (+0.10, -0.05).
@@ -266,6 +269,10 @@ func Parse(path string, data []byte) (*Batch, error) {
 				if err := plan.CheckSetup(s); err != nil {
 					return nil, fail(key+".test", "%v", err)
 				}
+				if _, err := plan.SetupFor(s); err != nil {
+					return nil, fail(key+".params", "%v", err)
+				}
+				b.SetsSysctls = b.SetsSysctls || len(plan.Sysctls) > 0
 				for rep := 1; rep <= reps; rep++ {
 					r := Run{Test: plan.Test, Parameters: set, Setup: setupNames[si], Repetition: rep}
 					if s != nil {

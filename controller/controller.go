@@ -683,6 +683,11 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	if err := o.Plan.CheckSetup(o.Setup); err != nil {
 		return "", err
 	}
+	// The sysctls the test's flows need (tcp_ecn for ecn:) are set as the
+	// setup's, snapshot and restored with them.
+	if o.Setup, err = o.Plan.SetupFor(o.Setup); err != nil {
+		return "", err
+	}
 	if o.Plan, err = o.withSchedule(); err != nil {
 		return "", err
 	}
@@ -1100,6 +1105,10 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 		for _, msg := range ep.warnings {
 			w.Event(datafile.Event{T: datafile.Unix(start), Host: ep.host.Name, Level: "warning", Message: msg})
 		}
+	}
+	for _, e := range setup.warnings {
+		e.T = datafile.Unix(start)
+		w.Event(e)
 	}
 	tok := make([]byte, 16)
 	rand.Read(tok)

@@ -185,6 +185,8 @@ func (o *Options) recordedDevs() []inventory.Bottleneck {
 type applied struct {
 	setup *datafile.Setup
 	path  *datafile.Path
+	// warnings are what applying it warned of, for the data file's events.
+	warnings []datafile.Event
 }
 
 // applySetup snapshots every device the run changes, writes the journal, applies
@@ -247,7 +249,11 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint, ids map[strin
 	}
 	if sysctls {
 		for _, ep := range eps {
-			done, err := o.Setup.ApplySysctls(ctx, ep, ep.host.Name)
+			done, refused, err := o.Setup.ApplySysctls(ctx, ep, ep.host.Name)
+			for _, msg := range refused {
+				o.logf("warning: %s", msg)
+				rec.warnings = append(rec.warnings, datafile.Event{Host: ep.host.Name, Level: "warning", Message: msg})
+			}
 			if err != nil {
 				if rerr := restore(); rerr != nil {
 					err = errors.Join(err, rerr)
@@ -255,7 +261,11 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint, ids map[strin
 				return applied{}, noop, err
 			}
 			rec.setup.Devices = append(rec.setup.Devices, datafile.SetupDevice{Host: ep.host.Name, Commands: done})
-			o.logf("setup %s: sysctls set on %s", name, ep.host.Name)
+			if len(refused) > 0 {
+				o.logf("setup %s: sysctls set on %s, %d refused", name, ep.host.Name, len(refused))
+			} else {
+				o.logf("setup %s: sysctls set on %s", name, ep.host.Name)
+			}
 		}
 	}
 	for i, st := range j.States {

@@ -501,7 +501,7 @@ func TestSysctlsAppliedAndRestored(t *testing.T) {
 	if len(before) != 2 || before[0].Key != "net.ipv4.tcp_ecn" || before[0].Value != "2" || strings.Contains(before[1].Value, "\t") {
 		t.Fatalf("snapshot %+v", before)
 	}
-	done, err := s.ApplySysctls(ctx, r, "lab")
+	done, _, err := s.ApplySysctls(ctx, r, "lab")
 	if err != nil || len(done) != 2 {
 		t.Fatalf("apply: %v (ran %v)", err, done)
 	}
@@ -513,6 +513,23 @@ func TestSysctlsAppliedAndRestored(t *testing.T) {
 	}
 	if got := strings.TrimSpace(r.sh(t, "cat /proc/sys/net/ipv4/tcp_ecn")); got != "2" {
 		t.Errorf("tcp_ecn %s after restore", got)
+	}
+	// A value a test would like and the kernel refuses: a warning, the rest set.
+	opt := &Setup{Name: "sysctls", Sysctls: map[string]string{"net.ipv4.tcp_ecn": "9", "net.ipv4.tcp_ecn_fallback": "0"},
+		OptionalSysctls: map[string]string{"net.ipv4.tcp_ecn": "TCP download::1 (ecn: accecn)"}}
+	before, err = opt.SnapshotSysctls(ctx, r, "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, refused, err := opt.ApplySysctls(ctx, r, "lab")
+	if err != nil || len(refused) != 1 || !strings.Contains(refused[0], "host lab: net.ipv4.tcp_ecn = 9, which TCP download::1 (ecn: accecn) would like, was refused") || len(done) != 1 {
+		t.Errorf("an optional value refused: %v, refused %q, ran %v", err, refused, done)
+	}
+	if got := strings.TrimSpace(r.sh(t, "cat /proc/sys/net/ipv4/tcp_ecn /proc/sys/net/ipv4/tcp_ecn_fallback")); got != "2\n0" {
+		t.Errorf("tcp_ecn and tcp_ecn_fallback %q after apply, want 2 (as found) and 0", got)
+	}
+	if err := RestoreSysctls(ctx, r, "lab", before); err != nil {
+		t.Fatal(err)
 	}
 	bad := &Setup{Name: "typo", Sysctls: map[string]string{"net.ipv4.tcp_ecnn": "1"}}
 	if _, err := bad.SnapshotSysctls(ctx, r, "lab"); err == nil || !strings.Contains(err.Error(), "net.ipv4.tcp_ecnn") {

@@ -316,7 +316,7 @@ func TestRestoreSysctlsJournaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ApplySysctls(ctx, r, "lab"); err != nil {
+	if _, _, err := s.ApplySysctls(ctx, r, "lab"); err != nil {
 		t.Fatal(err)
 	}
 	applied := s.AppliedSysctls("lab")

@@ -30,6 +30,10 @@ type Setup struct {
 	Channels map[string]int
 	// Sysctls are set on every host of the run, by their sysctl names.
 	Sysctls map[string]string
+	// OptionalSysctls are those of Sysctls a kernel may refuse with a warning
+	// rather than a failed run (the value a test's flows would like, which older
+	// kernels lack), each with who asks.
+	OptionalSysctls map[string]string
 	// Ingress shapes the bottleneck's ingress on an IFB.
 	Ingress *Ingress
 	// Netem is tc's words after "netem" for the inventory's path devices, nil for

@@ -59,22 +59,48 @@ func (s *Setup) SysctlOps() []Op {
 	return ops
 }
 
-// ApplySysctls sets the setup's sysctls on a host and reads them back.
-func (s *Setup) ApplySysctls(ctx context.Context, r Runner, host string) ([]string, error) {
-	done, err := run(ctx, r, host, s.SysctlOps())
+// ApplySysctls sets the setup's sysctls on a host and reads them back. An
+// optional sysctl (OptionalSysctls) the kernel refuses is left as it was and
+// named in refused, a warning for the run; any other failure is an error.
+func (s *Setup) ApplySysctls(ctx context.Context, r Runner, host string) (done, refused []string, err error) {
+	var ops []Op
+	var optional []string
+	for _, k := range sysctlKeys(s.Sysctls) {
+		if _, ok := s.OptionalSysctls[k]; ok {
+			optional = append(optional, k)
+			continue
+		}
+		ops = append(ops, Op{Argv: []string{"tee", sysctlPath(k)}, Stdin: s.Sysctls[k]})
+	}
+	done, err = run(ctx, r, host, ops)
 	if err != nil {
-		return done, fmt.Errorf("host %s: apply setup %s: %w", host, s.Name, err)
+		return done, nil, fmt.Errorf("host %s: apply setup %s: %w", host, s.Name, err)
+	}
+	left := map[string]bool{}
+	for _, k := range optional {
+		d, err := run(ctx, r, host, []Op{{Argv: []string{"tee", sysctlPath(k)}, Stdin: s.Sysctls[k]}})
+		done = append(done, d...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return done, refused, fmt.Errorf("host %s: apply setup %s: %w", host, s.Name, err)
+			}
+			left[k] = true
+			refused = append(refused, fmt.Sprintf("host %s: %s = %s, which %s would like, was refused (%v): the run goes on without it", host, k, s.Sysctls[k], s.OptionalSysctls[k], err))
+		}
 	}
 	for _, k := range sysctlKeys(s.Sysctls) {
+		if left[k] {
+			continue
+		}
 		v, err := readSysctl(ctx, r, host, k)
 		if err != nil {
-			return done, err
+			return done, refused, err
 		}
 		if want := strings.Join(strings.Fields(s.Sysctls[k]), " "); v != want {
-			return done, fmt.Errorf("host %s: setup %s: the kernel reads back %s = %q, not %q", host, s.Name, k, v, want)
+			return done, refused, fmt.Errorf("host %s: setup %s: the kernel reads back %s = %q, not %q", host, s.Name, k, v, want)
 		}
 	}
-	return done, nil
+	return done, refused, nil
 }
 
 // RestoreSysctls writes back the values found before, those of one host, and checks

@@ -176,14 +176,43 @@ func KindNames() []string {
 // Planner carries what planning one test's jobs shares: flow numbers and series
 // names.
 type Planner struct {
-	next   map[string]int
-	series map[string]bool
+	next    map[string]int
+	series  map[string]bool
+	sysctls map[string]SysctlWant
 }
 
 // NewPlanner starts planning a test.
 func NewPlanner() *Planner {
-	return &Planner{next: map[string]int{}, series: map[string]bool{}}
+	return &Planner{next: map[string]int{}, series: map[string]bool{}, sysctls: map[string]SysctlWant{}}
 }
+
+// SysctlWant is a host sysctl a test's jobs need set for them to be what they
+// ask (ECN of TCP flows, which Linux negotiates from net.ipv4.tcp_ecn): the run
+// sets it on every host, as a setup's sysctls, and puts it back after.
+type SysctlWant struct {
+	Value string
+	// By says which jobs ask, and why, for errors and warnings.
+	By string
+	// Optional: a kernel that refuses the value (Accurate ECN before Linux 6.19)
+	// gets a warning, not a failed run; the jobs then report what they got.
+	Optional bool
+}
+
+// WantSysctl records that a job needs key set to w.Value; two jobs that need it
+// set to different values cannot run in one test.
+func (pl *Planner) WantSysctl(key string, w SysctlWant) error {
+	if have, ok := pl.sysctls[key]; ok && have.Value != w.Value {
+		return fmt.Errorf("%s needs %s = %s, and %s needs %s: one host cannot have both", w.By, key, w.Value, have.By, have.Value)
+	} else if ok {
+		w.By = have.By + ", " + w.By
+		w.Optional = have.Optional && w.Optional
+	}
+	pl.sysctls[key] = w
+	return nil
+}
+
+// Sysctls are the sysctls the test's jobs need, by name.
+func (pl *Planner) Sysctls() map[string]SysctlWant { return pl.sysctls }
 
 // Next numbers flows of one key (a direction) across the test's jobs, from 1.
 func (pl *Planner) Next(key string) int {

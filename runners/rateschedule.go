@@ -1,16 +1,21 @@
 package runners
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/tcrate"
 	"github.com/bloatbench/bloatbench/qdisc"
 )
 
@@ -89,55 +94,190 @@ var rateScheduleKind = Kind{
 		if err != nil {
 			return nil, Started{}, fmt.Errorf("rate schedule: no tc on the host: %w", err)
 		}
-		r := &rateSchedule{params: p, host: spec.Host, start: spec.Start, step: spec.Step, env: env,
-			change: func(ctx context.Context, dev, rate string) error {
-				return runTC(ctx, tc, qdisc.RateOp(dev, rate).Argv[1:])
-			}}
+		var devs []string
 		for _, d := range spec.Devs {
 			if !d.IFB {
-				r.devs = append(r.devs, d.Name)
+				devs = append(devs, d.Name)
 			}
 		}
-		if len(r.devs) == 0 {
+		if len(devs) == 0 {
 			return nil, Started{}, errors.New("rate schedule: the host has no bottleneck device")
+		}
+		// One tc for the whole run, started now: a change is then a line on its
+		// stdin, not a process forked at the moment the rate must change (which
+		// took seconds in an emulated guest under load).
+		b, err := startTCBatch(ctx, tc)
+		if err != nil {
+			return nil, Started{}, err
 		}
 		// The class the steps change must be there: a setup without it fails the
 		// start, not the run at its first step.
-		for _, dev := range r.devs {
-			if err := runTC(ctx, tc, []string{"class", "show", "dev", dev, "classid", "1:1"}, "htb"); err != nil {
-				return nil, Started{}, fmt.Errorf("rate schedule on %s: %w", dev, err)
-			}
+		if err := b.change(ctx, devs, ""); err != nil {
+			b.close()
+			return nil, Started{}, err
 		}
-		return JobFunc(r.run), Started{Message: fmt.Sprintf("rate schedule of %d steps on %s", len(p.Steps), strings.Join(r.devs, ", "))}, nil
+		r := &rateSchedule{params: p, host: spec.Host, devs: devs, start: spec.Start, step: spec.Step, env: env,
+			change: func(ctx context.Context, dev, rate string) error { return b.change(ctx, []string{dev}, rate) },
+			done:   b.close}
+		return JobFunc(r.run), Started{Message: fmt.Sprintf("rate schedule of %d steps on %s", len(p.Steps), strings.Join(devs, ", "))}, nil
 	},
 }
 
-// runTC runs tc with args; want, when given, must be in what it prints.
-func runTC(ctx context.Context, tc string, args []string, want ...string) error {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(cctx, tc, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	msg := strings.TrimSpace(string(bounded(out.Bytes(), 512)))
+// tcBatch is a `tc -force -batch -` the job keeps for its run: each change is
+// two lines on its stdin, the change and a show of the class, whose line on
+// stdout (tc flushes it after each command) says the change is in.
+type tcBatch struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  chan string // stdout's lines; closed when tc exits
+	errs *lastLines
+}
+
+// tcWait bounds how long one change may take.
+const tcWait = 10 * time.Second
+
+func startTCBatch(ctx context.Context, tc string) (*tcBatch, error) {
+	cmd := exec.CommandContext(ctx, tc, "-force", "-batch", "-")
+	in, err := cmd.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("tc %s: %w: %s", strings.Join(args, " "), err, msg)
+		return nil, fmt.Errorf("rate schedule: %w", err)
 	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			return fmt.Errorf("tc %s: no %s class 1:1 to change (it printed %q): the setup's rate: makes one", strings.Join(args, " "), w, msg)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("rate schedule: %w", err)
+	}
+	errs := &lastLines{}
+	cmd.Stderr = errs
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("rate schedule: start tc -batch: %w", err)
+	}
+	b := &tcBatch{cmd: cmd, in: in, out: make(chan string, 16), errs: errs}
+	go func() {
+		defer close(b.out)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 4096), 64<<10)
+		for sc.Scan() {
+			b.out <- sc.Text()
+		}
+	}()
+	return b, nil
+}
+
+// change sets class 1:1 of each dev to rate, or with rate "" only shows it, and
+// waits for tc to show each class at that rate.
+func (b *tcBatch) change(ctx context.Context, devs []string, rate string) error {
+	var cmds strings.Builder
+	for _, dev := range devs {
+		if rate != "" {
+			fmt.Fprintf(&cmds, "%s\n", strings.Join(qdisc.RateOp(dev, rate).Argv[1:], " "))
+		}
+		fmt.Fprintf(&cmds, "class show dev %s classid 1:1\n", dev)
+	}
+	if _, err := io.WriteString(b.in, cmds.String()); err != nil {
+		return fmt.Errorf("rate schedule: tc -batch: %w (tc said: %s)", err, b.errs)
+	}
+	var want float64
+	if rate != "" {
+		want, _ = tcrate.Parse(rate)
+	}
+	timeout := time.NewTimer(tcWait)
+	defer timeout.Stop()
+	for _, dev := range devs {
+		select {
+		case line, ok := <-b.out:
+			if !ok {
+				return fmt.Errorf("rate schedule: tc -batch ended (tc said: %s)", b.errs)
+			}
+			if err := htbClassAt(line, want); err != nil {
+				// tc wrote why to stderr before it showed the class; what copies
+				// stderr here may not have it yet.
+				b.errs.wait(ctx, time.Second)
+				return fmt.Errorf("rate schedule on %s: %w (tc said: %s)", dev, err, b.errs)
+			}
+		case <-timeout.C:
+			return fmt.Errorf("rate schedule on %s: tc took more than %v to change the class (tc said: %s)", dev, tcWait, b.errs)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil
 }
 
-// bounded is b cut to n bytes.
-func bounded(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
+// htbClassAt checks a line of `tc class show` is htb class 1:1 at rate and
+// ceiling want (bits/s; 0: any), within tc's rounding of what it prints.
+func htbClassAt(line string, want float64) error {
+	if !strings.HasPrefix(line, "class htb 1:1 ") {
+		return fmt.Errorf("no htb class 1:1 to change (tc shows %q): the setup's rate: makes one", bounded(line, 200))
 	}
-	return b
+	if want == 0 {
+		return nil
+	}
+	f := strings.Fields(line)
+	for _, key := range []string{"rate", "ceil"} {
+		i := slices.Index(f, key)
+		if i < 0 || i+1 >= len(f) {
+			return fmt.Errorf("tc shows no %s in %q", key, bounded(line, 200))
+		}
+		v, err := tcrate.Parse(f[i+1])
+		if err != nil || math.Abs(v-want) > want*1e-3 {
+			return fmt.Errorf("the class's %s is %s after the change, not %g bit/s", key, bounded(f[i+1], 40), want)
+		}
+	}
+	return nil
+}
+
+// close ends tc: its stdin closed, it exits.
+func (b *tcBatch) close() {
+	b.in.Close()
+	b.cmd.Wait()
+}
+
+// bounded is s cut to n bytes.
+func bounded(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// lastLines keeps the end of what a process wrote (its stderr), bounded.
+type lastLines struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *lastLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if len(l.buf) > 2048 {
+		l.buf = l.buf[len(l.buf)-2048:]
+	}
+	return len(p), nil
+}
+
+// wait waits up to d for something to be written.
+func (l *lastLines) wait(ctx context.Context, d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		l.mu.Lock()
+		n := len(l.buf)
+		l.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (l *lastLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := strings.TrimSpace(strings.ToValidUTF8(string(l.buf), "?"))
+	if s == "" {
+		return "nothing"
+	}
+	return strings.ReplaceAll(s, "\n", "; ")
 }
 
 // rateSchedule is a started rate-schedule job.
@@ -149,6 +289,8 @@ type rateSchedule struct {
 	step   float64
 	env    Env
 	change func(ctx context.Context, dev, rate string) error
+	// done, when set, is called as the job ends (the tc it kept exits).
+	done func()
 }
 
 // run makes each change at its time and emits the rate in force once a step
@@ -156,6 +298,9 @@ type rateSchedule struct {
 // the rate changed is the first with the new rate. A change that fails ends the
 // job with its error: the run would measure a rate other than the one it says.
 func (r *rateSchedule) run(ctx context.Context) error {
+	if r.done != nil {
+		defer r.done()
+	}
 	emit := declaring(r.env)
 	step := r.step
 	if step <= 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -142,5 +144,74 @@ func TestRateScheduleChangeFails(t *testing.T) {
 	defer cancel()
 	if err := r.run(ctx); err == nil || !strings.Contains(err.Error(), "step at 0.01s") || !strings.Contains(err.Error(), "RTNETLINK") {
 		t.Errorf("run: %v", err)
+	}
+}
+
+// fakeTC is a tc -batch that keeps one rate for every class and prints it, as
+// tc shows an htb class; a change on device "refuses" fails as tc's do.
+const fakeTC = `#!/bin/sh
+rate=40Mbit
+n=0
+while read -r w1 w2 w3 dev w5 w6 w7 w8 w9 w10 r rest; do
+	n=$((n+1))
+	case "$w1 $w2" in
+	"class change")
+		if [ "$dev" = refuses ]; then
+			echo "RTNETLINK answers: Invalid argument" >&2
+			echo "Command failed -:$n" >&2
+		else
+			rate=$(echo "$r" | sed 's/mbit/Mbit/')
+		fi ;;
+	"class show")
+		if [ "$dev" = noclass ]; then continue; fi
+		echo "class htb 1:1 root prio 0 rate $rate ceil $rate burst 1600b cburst 1600b" ;;
+	esac
+done
+`
+
+// The batch's protocol: a change is in when tc shows the class at its rate;
+// a refused one, or a device without the class, is an error saying what tc
+// said.
+func TestTCBatch(t *testing.T) {
+	tc := filepath.Join(t.TempDir(), "tc")
+	if err := os.WriteFile(tc, []byte(fakeTC), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := startTCBatch(ctx, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	if err := b.change(ctx, []string{"eth0", "eth1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.change(ctx, []string{"eth0", "eth1"}, "25mbit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.change(ctx, []string{"refuses"}, "5mbit"); err == nil || !strings.Contains(err.Error(), "the class's rate is 25Mbit after the change, not 5e+06 bit/s") || !strings.Contains(err.Error(), "Invalid argument") {
+		t.Errorf("a refused change: %v", err)
+	}
+}
+
+func TestHTBClassAt(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want float64
+		err  string
+	}{
+		{"class htb 1:1 root leaf 10: prio 0 rate 25Mbit ceil 25Mbit burst 1600b cburst 1600b", 25e6, ""},
+		{"class htb 1:1 root prio 0 rate 1500Kbit ceil 1500Kbit burst 1599b cburst 1599b", 1.5e6, ""},
+		{"class htb 1:1 root prio 0 rate 25Mbit ceil 50Mbit burst 1600b cburst 1600b", 25e6, "ceil is 50Mbit"},
+		{"class htb 1:1 root prio 0 rate 25Mbit ceil 25Mbit", 0, ""},
+		{"class htb 1:10 parent 1:1 prio 0 rate 25Mbit ceil 25Mbit", 25e6, "no htb class 1:1"},
+		{"class hfsc 1:1 root", 0, "no htb class 1:1"},
+		{"class htb 1:1 root prio 0", 25e6, "no rate"},
+	} {
+		err := htbClassAt(c.line, c.want)
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%q at %g: %v, want %q", c.line, c.want, err, c.err)
+		}
 	}
 }

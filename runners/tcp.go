@@ -712,6 +712,16 @@ var tcpStreamsKind = Kind{
 					Direction: f.Direction, Flow: pl.Count(f.Direction), CC: f.CC, Marking: g.TOS})
 				plan.Flows = append(plan.Flows, f)
 			}
+			if g.ECN != "" {
+				group := plan.Flows[len(plan.Flows)-n:]
+				by := group[0].Name
+				if n > 1 {
+					by += " to " + group[n-1].Name
+				}
+				if err := pl.WantSysctl(TCPECNSysctl, ecnWant(g.ECN, by)); err != nil {
+					return nil, nil, fmt.Errorf("flows[%d].ecn: %w", i, err)
+				}
+			}
 		}
 		b, err := json.Marshal(plan)
 		return b, series, err

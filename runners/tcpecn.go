@@ -27,6 +27,26 @@ const (
 	ECNAccECN = "accecn"
 )
 
+// TCPECNSysctl is the sysctl Linux negotiates a connection's ECN from.
+const TCPECNSysctl = "net.ipv4.tcp_ecn"
+
+// ecnWant is the net.ipv4.tcp_ecn a group of flows asking for ecn needs on the
+// hosts (the client asks for it in its SYN, the server accepts what it allows):
+// 1 requests ECN and accepts it, 3 requests Accurate ECN (Linux 6.19; earlier
+// kernels refuse the value, and the flows then say what they got), 0 neither.
+func ecnWant(ecn, by string) SysctlWant {
+	w := SysctlWant{By: by + " (ecn: " + ecn + ")"}
+	switch ecn {
+	case ECNOn:
+		w.Value = "1"
+	case ECNAccECN:
+		w.Value, w.Optional = "3", true
+	default:
+		w.Value = "0"
+	}
+	return w
+}
+
 // checkECNParam refuses an ecn: the runner does not know.
 func checkECNParam(s string) error {
 	switch s {
@@ -156,20 +176,27 @@ func ecnReport(flows []StreamFlow, got []string, tcpECN string) []ecnLine {
 	return out
 }
 
-// ecnFix says what makes the kernel negotiate what a flow asked for. The client
+// ecnFix says why the kernel did not negotiate what a flow asked for. The client
 // opens every stream, so its net.ipv4.tcp_ecn asks; the server's accepts (2, the
-// default, accepts ECN; Accurate ECN needs 3 or more at both ends).
+// default, accepts ECN; Accurate ECN needs 3 or more at both ends). The run sets
+// the value the flows need on every host (ecnWant), so a client without it had
+// it refused by its kernel or changed since.
 func ecnFix(asked, tcpECN string) string {
 	now := "unreadable"
 	if tcpECN != "" {
 		now = tcpECN
 	}
-	want := map[string]string{ECNOn: "1", ECNAccECN: "3", ECNOff: "0"}[asked]
-	fix := fmt.Sprintf("the client's net.ipv4.tcp_ecn is %s; a setup's sysctls: {net.ipv4.tcp_ecn: \"%s\"} sets it on the hosts for a run", now, want)
-	switch asked {
-	case ECNOn:
-		fix += " (or the path cleared the handshake's ECN bits)"
-	case ECNAccECN:
+	want := ecnWant(asked, "").Value
+	var fix string
+	if now == want {
+		fix = fmt.Sprintf("the client's net.ipv4.tcp_ecn is %s, as the run set it: the server did not take it up", now)
+		if asked == ECNOn {
+			fix += ", or the path cleared the handshake's ECN bits"
+		}
+	} else {
+		fix = fmt.Sprintf("the client's net.ipv4.tcp_ecn is %s, not the %s the run sets for these flows: its kernel refused the value, or something set it since", now, want)
+	}
+	if asked == ECNAccECN {
 		fix += " (Accurate ECN needs Linux 6.19 or later at both ends)"
 	}
 	return fix

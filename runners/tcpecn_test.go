@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -67,12 +68,16 @@ func TestECNReport(t *testing.T) {
 	got = append(got, ecnNone, ecnClassic, ecnClassic)
 	lines := ecnReport(flows, got, "2")
 	want := []ecnLine{
-		{alert: true, msg: `tcp-streams: 6 flows asked for ecn: on and negotiated no ECN (TCP download::1, TCP download::2, TCP download::3, TCP download::4 and 2 more): the client's net.ipv4.tcp_ecn is 2; a setup's sysctls: {net.ipv4.tcp_ecn: "1"} sets it on the hosts for a run (or the path cleared the handshake's ECN bits)`},
+		{alert: true, msg: `tcp-streams: 6 flows asked for ecn: on and negotiated no ECN (TCP download::1, TCP download::2, TCP download::3, TCP download::4 and 2 more): the client's net.ipv4.tcp_ecn is 2, not the 1 the run sets for these flows: its kernel refused the value, or something set it since`},
 		{msg: "tcp-streams: 1 flows asked for ecn: off and negotiated no ECN (TCP upload BK)"},
-		{alert: true, msg: `tcp-streams: 1 flows asked for ecn: accecn and negotiated ECN (RFC 3168) (TCP upload BE): the client's net.ipv4.tcp_ecn is 2; a setup's sysctls: {net.ipv4.tcp_ecn: "3"} sets it on the hosts for a run (Accurate ECN needs Linux 6.19 or later at both ends)`},
+		{alert: true, msg: `tcp-streams: 1 flows asked for ecn: accecn and negotiated ECN (RFC 3168) (TCP upload BE): the client's net.ipv4.tcp_ecn is 2, not the 3 the run sets for these flows: its kernel refused the value, or something set it since (Accurate ECN needs Linux 6.19 or later at both ends)`},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d: %+v", len(lines), len(want), lines)
+	}
+	// At the value the run set, the server or the path is to blame.
+	if l := ecnReport(flows[:1], got[:1], "1"); len(l) != 1 || !strings.HasSuffix(l[0].msg, "the client's net.ipv4.tcp_ecn is 1, as the run set it: the server did not take it up, or the path cleared the handshake's ECN bits") {
+		t.Errorf("at the run's value: %+v", l)
 	}
 	for i := range want {
 		if lines[i] != want[i] {
@@ -104,6 +109,43 @@ func TestStreamsPlanECN(t *testing.T) {
 	}
 	if _, err := plan("yes"); err == nil || !strings.Contains(err.Error(), `flows[0].ecn "yes": use off, on or accecn`) {
 		t.Errorf("ecn yes: %v", err)
+	}
+}
+
+// The flows' ecn asks the run for the net.ipv4.tcp_ecn that negotiates it, on
+// every host; two groups that need it different cannot run together.
+func TestStreamsWantTCPECN(t *testing.T) {
+	group := func(ecn string, count int) map[string]any {
+		return map[string]any{"direction": "download", "count": count, "ecn": ecn}
+	}
+	for _, c := range []struct {
+		name   string
+		flows  []any
+		want   map[string]SysctlWant
+		errMsg string
+	}{
+		{"none asked", []any{group("", 2)}, map[string]SysctlWant{}, ""},
+		{"on", []any{group(ECNOn, 2)}, map[string]SysctlWant{TCPECNSysctl: {Value: "1", By: "TCP download::1 to TCP download::2 (ecn: on)"}}, ""},
+		{"two groups, one value", []any{group(ECNOn, 1), group(ECNOn, 1)},
+			map[string]SysctlWant{TCPECNSysctl: {Value: "1", By: "TCP download::1 (ecn: on), TCP download::2 (ecn: on)"}}, ""},
+		{"accecn, which a kernel may refuse", []any{group(ECNAccECN, 1)}, map[string]SysctlWant{TCPECNSysctl: {Value: "3", By: "TCP download::1 (ecn: accecn)", Optional: true}}, ""},
+		{"off", []any{group(ECNOff, 1), group("", 1)}, map[string]SysctlWant{TCPECNSysctl: {Value: "0", By: "TCP download::1 (ecn: off)"}}, ""},
+		{"on beside off", []any{group(ECNOn, 1), group(ECNOff, 1)}, nil,
+			"flows[1].ecn: TCP download::2 (ecn: off) needs net.ipv4.tcp_ecn = 0, and TCP download::1 (ecn: on) needs 1: one host cannot have both"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pl := NewPlanner()
+			_, _, err := tcpStreamsKind.Plan(map[string]any{"flows": c.flows}, pl)
+			if c.errMsg != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errMsg) {
+					t.Errorf("error %v, want %q", err, c.errMsg)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(pl.Sysctls(), c.want) {
+				t.Errorf("%v: wants %+v, want %+v", err, pl.Sysctls(), c.want)
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -89,8 +90,11 @@ type Aggregate = datafile.Aggregate
 
 // Plan is a definition with its parameters resolved: the jobs a run starts.
 type Plan struct {
-	Test       string
-	Needs      []string
+	Test  string
+	Needs []string
+	// Sysctls are the host sysctls the jobs need (runners.Planner.WantSysctl),
+	// which each run sets on every host as its setup's (SetupFor).
+	Sysctls    map[string]runners.SysctlWant
 	Parameters map[string]string
 	Jobs       []Job
 	Aggregates []Aggregate
@@ -571,7 +575,47 @@ func (d *Definition) Resolve(set map[string]string) (*Plan, error) {
 	if yields == 0 {
 		return nil, fmt.Errorf("test %s with these parameters runs nothing", d.Name)
 	}
+	if len(pl.Sysctls()) > 0 {
+		plan.Sysctls = pl.Sysctls()
+	}
 	return plan, nil
+}
+
+// SetupFor is setup s (nil: none) with the sysctls the plan's jobs need
+// (Plan.Sysctls) added, a setup of those sysctls alone when s is nil, or s as it
+// is when the jobs need none. A setup that sets one of them to another value is
+// an error: the run would not be what the test asks.
+func (p *Plan) SetupFor(s *qdisc.Setup) (*qdisc.Setup, error) {
+	if len(p.Sysctls) == 0 {
+		return s, nil
+	}
+	var out qdisc.Setup
+	if s != nil {
+		out = *s
+	} else {
+		// No title: a report heads the run with its own, as for a run without a setup.
+		out = qdisc.Setup{Name: "sysctls", Source: "test " + p.Test}
+	}
+	out.Sysctls = maps.Clone(out.Sysctls)
+	if out.Sysctls == nil {
+		out.Sysctls = map[string]string{}
+	}
+	out.OptionalSysctls = maps.Clone(out.OptionalSysctls)
+	for _, k := range slices.Sorted(maps.Keys(p.Sysctls)) {
+		w := p.Sysctls[k]
+		if v, ok := out.Sysctls[k]; ok && v != w.Value {
+			return nil, fmt.Errorf("%s: setup %s sets %s to %s, and test %s's %s needs %s: take it out of the setup, or change the test's parameters",
+				out.Source, out.Name, k, v, p.Test, w.By, w.Value)
+		}
+		out.Sysctls[k] = w.Value
+		if w.Optional {
+			if out.OptionalSysctls == nil {
+				out.OptionalSysctls = map[string]string{}
+			}
+			out.OptionalSysctls[k] = w.By
+		}
+	}
+	return &out, nil
 }
 
 // setBy says which parameters went into a job that failed to plan.

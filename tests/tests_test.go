@@ -345,3 +345,52 @@ func TestNeedsRateSchedule(t *testing.T) {
 		t.Errorf("an unknown need: %v", err)
 	}
 }
+
+// A test whose flows need a sysctl gets it as its setup's: added to a copy of
+// the setup, a setup of its own when it has none, refused when the setup sets
+// it otherwise.
+func TestSetupForTheFlowsSysctls(t *testing.T) {
+	d, err := Get("tcp_4down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := d.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fq := &qdisc.Setup{Name: "fq_codel", Source: "built-in", Root: &qdisc.Qdisc{Kind: "fq_codel"}}
+	if s, err := plain.SetupFor(fq); err != nil || s != fq || plain.Sysctls != nil {
+		t.Errorf("flows that ask nothing: %+v, %v, wants %+v", s, err, plain.Sysctls)
+	}
+	if s, err := plain.SetupFor(nil); err != nil || s != nil {
+		t.Errorf("no setup, nothing asked: %+v, %v", s, err)
+	}
+	p, err := d.Resolve(map[string]string{"ecn": "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.SetupFor(nil)
+	if err != nil || s == nil || s.Sysctls["net.ipv4.tcp_ecn"] != "1" || s.Root != nil || s.Title != "" || s.TouchesBottleneck() {
+		t.Errorf("no setup: %+v, %v", s, err)
+	}
+	ecn := &qdisc.Setup{Name: "fq_codel-ecn", Source: "lab.yaml:9", Root: &qdisc.Qdisc{Kind: "fq_codel"}, Sysctls: map[string]string{"net.core.default_qdisc": "fq", "net.ipv4.tcp_ecn": "1"}}
+	s, err = p.SetupFor(ecn)
+	if err != nil || s.Root.Kind != "fq_codel" || len(s.Sysctls) != 2 {
+		t.Errorf("a setup that sets the same: %+v, %v", s, err)
+	}
+	s, err = p.SetupFor(fq)
+	if err != nil || s == fq || fq.Sysctls != nil || s.Sysctls["net.ipv4.tcp_ecn"] != "1" || s.Name != "fq_codel" {
+		t.Errorf("a setup without it: %+v (the setup given %+v), %v", s, fq, err)
+	}
+	ecn.Sysctls["net.ipv4.tcp_ecn"] = "2"
+	if _, err := p.SetupFor(ecn); err == nil || !strings.Contains(err.Error(), "lab.yaml:9: setup fq_codel-ecn sets net.ipv4.tcp_ecn to 2, and test tcp_4down's TCP download::1 to TCP download::4 (ecn: on) needs 1") {
+		t.Errorf("a setup at odds: %v", err)
+	}
+	acc, err := d.Resolve(map[string]string{"ecn": "accecn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := acc.SetupFor(nil); err != nil || s.OptionalSysctls["net.ipv4.tcp_ecn"] == "" {
+		t.Errorf("Accurate ECN's value is one a kernel may refuse: %+v, %v", s, err)
+	}
+}

@@ -73,7 +73,8 @@ func batchAction(ctx context.Context, c *cli.Command) error {
 	}
 	co := controller.Options{Inventory: b.Inventory, Version: buildVersion(), CommandLine: os.Args, Log: c.Root().ErrWriter}
 	// As run does: the hosts whose devices the runs change get a root agent.
-	co.ChangesDevices = b.Inventory.Netem != nil
+	co.ChangesDevices = b.Inventory.Netem != nil || b.SetsSysctls
+	co.SetsSysctls = b.SetsSysctls
 	for _, s := range b.Setups {
 		co.ChangesDevices = co.ChangesDevices || s != nil
 		co.SetsSysctls = co.SetsSysctls || s != nil && len(s.Sysctls) > 0

@@ -227,10 +227,15 @@ func runAction(ctx context.Context, c *cli.Command) error {
 		if err := plan.CheckSetup(s); err != nil {
 			return err
 		}
+		if _, err := plan.SetupFor(s); err != nil {
+			return err
+		}
 	}
 	// One SSH login and one agent per host for every run of the command; with setups,
 	// the bottleneck hosts' agents run as root (through sudo for a login that is not).
-	o.ChangesDevices = len(setups) > 0 || o.Inventory.Netem != nil
+	// The test's flows may need sysctls set (tcp_ecn for ecn:), on every host.
+	o.ChangesDevices = len(setups) > 0 || o.Inventory.Netem != nil || len(plan.Sysctls) > 0
+	o.SetsSysctls = len(plan.Sysctls) > 0
 	for _, s := range setups {
 		o.SetsSysctls = o.SetsSysctls || len(s.Sysctls) > 0
 	}
