@@ -1,7 +1,6 @@
 package runners
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +102,17 @@ var rateScheduleKind = Kind{
 		if len(devs) == 0 {
 			return nil, Started{}, errors.New("rate schedule: the host has no bottleneck device")
 		}
+		// The class the steps change must be there: a setup without it fails the
+		// start, not the run at its first step.
+		for _, dev := range devs {
+			line, err := showClass(ctx, tc, dev)
+			if err == nil {
+				err = htbClassAt(line)
+			}
+			if err != nil {
+				return nil, Started{}, fmt.Errorf("rate schedule on %s: %w", dev, err)
+			}
+		}
 		// One tc for the whole run, started now: a change is then a line on its
 		// stdin, not a process forked at the moment the rate must change (which
 		// took seconds in an emulated guest under load).
@@ -110,30 +120,27 @@ var rateScheduleKind = Kind{
 		if err != nil {
 			return nil, Started{}, err
 		}
-		// The class the steps change must be there: a setup without it fails the
-		// start, not the run at its first step.
-		if err := b.change(ctx, devs, ""); err != nil {
-			b.close()
-			return nil, Started{}, err
-		}
 		r := &rateSchedule{params: p, host: spec.Host, devs: devs, start: spec.Start, step: spec.Step, env: env,
-			change: func(ctx context.Context, dev, rate string) error { return b.change(ctx, []string{dev}, rate) },
-			done:   b.close}
+			apply:   b.apply,
+			confirm: b.confirm,
+			done:    b.close}
 		return JobFunc(r.run), Started{Message: fmt.Sprintf("rate schedule of %d steps on %s", len(p.Steps), strings.Join(devs, ", "))}, nil
 	},
 }
 
-// tcBatch is a `tc -force -batch -` the job keeps for its run: each change is
-// two lines on its stdin, the change and a show of the class, whose line on
-// stdout (tc flushes it after each command) says the change is in.
+// tcBatch is a `tc -force -batch -` the job keeps for its run: a change is a
+// line on its stdin, which tc carries out as it reads it. What tc prints to
+// stdout cannot say a change is in (iproute2 7.2 keeps it buffered until it
+// exits; 6.1 flushes it each command), so each change is checked by showing the
+// class apart, after it.
 type tcBatch struct {
+	tc   string
 	cmd  *exec.Cmd
 	in   io.WriteCloser
-	out  chan string // stdout's lines; closed when tc exits
 	errs *lastLines
 }
 
-// tcWait bounds how long one change may take.
+// tcWait bounds how long one change may take to show.
 const tcWait = 10 * time.Second
 
 func startTCBatch(ctx context.Context, tc string) (*tcBatch, error) {
@@ -142,88 +149,93 @@ func startTCBatch(ctx context.Context, tc string) (*tcBatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rate schedule: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("rate schedule: %w", err)
-	}
 	errs := &lastLines{}
 	cmd.Stderr = errs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("rate schedule: start tc -batch: %w", err)
 	}
-	b := &tcBatch{cmd: cmd, in: in, out: make(chan string, 16), errs: errs}
-	go func() {
-		defer close(b.out)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 4096), 64<<10)
-		for sc.Scan() {
-			b.out <- sc.Text()
-		}
-	}()
-	return b, nil
+	return &tcBatch{tc: tc, cmd: cmd, in: in, errs: errs}, nil
 }
 
-// change sets class 1:1 of each dev to rate, or with rate "" only shows it, and
-// waits for tc to show each class at that rate.
-func (b *tcBatch) change(ctx context.Context, devs []string, rate string) error {
+// apply has tc set class 1:1 of each dev to rate: lines on its stdin, which it
+// carries out as it reads them.
+func (b *tcBatch) apply(devs []string, rate string) error {
 	var cmds strings.Builder
 	for _, dev := range devs {
-		if rate != "" {
-			fmt.Fprintf(&cmds, "%s\n", strings.Join(qdisc.RateOp(dev, rate).Argv[1:], " "))
-		}
-		fmt.Fprintf(&cmds, "class show dev %s classid 1:1\n", dev)
+		fmt.Fprintf(&cmds, "%s\n", strings.Join(qdisc.RateOp(dev, rate).Argv[1:], " "))
 	}
 	if _, err := io.WriteString(b.in, cmds.String()); err != nil {
-		return fmt.Errorf("rate schedule: tc -batch: %w (tc said: %s)", err, b.errs)
+		return fmt.Errorf("tc -batch: %w (tc said: %s)", err, b.errs)
 	}
-	var want float64
-	if rate != "" {
-		want, _ = tcrate.Parse(rate)
-	}
-	timeout := time.NewTimer(tcWait)
-	defer timeout.Stop()
+	return nil
+}
+
+// confirm waits until tc shows each dev's class at one of rates (bits/s): the
+// step's, or a later step's that went in since.
+func (b *tcBatch) confirm(ctx context.Context, devs []string, rates []float64) error {
+	deadline := time.Now().Add(tcWait)
 	for _, dev := range devs {
-		select {
-		case line, ok := <-b.out:
-			if !ok {
-				return fmt.Errorf("rate schedule: tc -batch ended (tc said: %s)", b.errs)
+		for {
+			line, err := showClass(ctx, b.tc, dev)
+			if err == nil {
+				err = htbClassAt(line, rates...)
 			}
-			if err := htbClassAt(line, want); err != nil {
-				// tc wrote why to stderr before it showed the class; what copies
-				// stderr here may not have it yet.
-				b.errs.wait(ctx, time.Second)
-				return fmt.Errorf("rate schedule on %s: %w (tc said: %s)", dev, err, b.errs)
+			if err == nil {
+				break
 			}
-		case <-timeout.C:
-			return fmt.Errorf("rate schedule on %s: tc took more than %v to change the class (tc said: %s)", dev, tcWait, b.errs)
-		case <-ctx.Done():
-			return ctx.Err()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if time.Now().After(deadline) || strings.Contains(b.errs.String(), "Command failed") {
+				return fmt.Errorf("on %s: %w (tc said: %s)", dev, err, b.errs)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return nil
 }
 
-// htbClassAt checks a line of `tc class show` is htb class 1:1 at rate and
-// ceiling want (bits/s; 0: any), within tc's rounding of what it prints.
-func htbClassAt(line string, want float64) error {
+// showClass is the first line of `tc class show dev DEV classid 1:1`.
+func showClass(ctx context.Context, tc, dev string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, tcWait)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, tc, "class", "show", "dev", dev, "classid", "1:1").CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if err != nil {
+		return "", fmt.Errorf("tc class show dev %s classid 1:1: %w: %s", dev, err, bounded(line, 200))
+	}
+	return line, nil
+}
+
+// htbClassAt checks a line of `tc class show` is htb class 1:1 at one of
+// rates, rate and ceiling both (bits/s, within tc's rounding of what it prints;
+// none: any).
+func htbClassAt(line string, rates ...float64) error {
 	if !strings.HasPrefix(line, "class htb 1:1 ") {
 		return fmt.Errorf("no htb class 1:1 to change (tc shows %q): the setup's rate: makes one", bounded(line, 200))
 	}
-	if want == 0 {
+	if len(rates) == 0 {
 		return nil
 	}
 	f := strings.Fields(line)
-	for _, key := range []string{"rate", "ceil"} {
+	var got [2]float64
+	for k, key := range []string{"rate", "ceil"} {
 		i := slices.Index(f, key)
 		if i < 0 || i+1 >= len(f) {
 			return fmt.Errorf("tc shows no %s in %q", key, bounded(line, 200))
 		}
 		v, err := tcrate.Parse(f[i+1])
-		if err != nil || math.Abs(v-want) > want*1e-3 {
-			return fmt.Errorf("the class's %s is %s after the change, not %g bit/s", key, bounded(f[i+1], 40), want)
+		if err != nil {
+			return fmt.Errorf("tc shows %s %q", key, bounded(f[i+1], 40))
+		}
+		got[k] = v
+	}
+	for _, want := range rates {
+		if math.Abs(got[0]-want) <= want*1e-3 && math.Abs(got[1]-want) <= want*1e-3 {
+			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("the class's rate and ceiling are %g and %g bit/s after the change, not %g", got[0], got[1], rates[0])
 }
 
 // close ends tc: its stdin closed, it exits.
@@ -256,20 +268,6 @@ func (l *lastLines) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wait waits up to d for something to be written.
-func (l *lastLines) wait(ctx context.Context, d time.Duration) {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) && ctx.Err() == nil {
-		l.mu.Lock()
-		n := len(l.buf)
-		l.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (l *lastLines) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -288,15 +286,22 @@ type rateSchedule struct {
 	start  float64 // the run's t0, Unix seconds on this host's clock
 	step   float64
 	env    Env
-	change func(ctx context.Context, dev, rate string) error
+	// apply sets the rate of every device's class, all at once, without
+	// waiting; confirm waits until the kernel shows one of rates (the step's or
+	// a later one's) on every device.
+	apply   func(devs []string, rate string) error
+	confirm func(ctx context.Context, devs []string, rates []float64) error
 	// done, when set, is called as the job ends (the tc it kept exits).
 	done func()
 }
 
 // run makes each change at its time and emits the rate in force once a step
 // until ctx ends: a step's sample is the rate at its end, so the step in which
-// the rate changed is the first with the new rate. A change that fails ends the
-// job with its error: the run would measure a rate other than the one it says.
+// the rate changed is the first with the new rate. Each change is confirmed
+// beside the loop (a process to fork, which takes seconds in a loaded emulated
+// guest), so that neither the steps' samples nor the next change wait for it.
+// A change that fails ends the job with its error: the run would measure a rate
+// other than the one it says.
 func (r *rateSchedule) run(ctx context.Context) error {
 	if r.done != nil {
 		defer r.done()
@@ -318,6 +323,13 @@ func (r *rateSchedule) run(ctx context.Context) error {
 				datafile.Sample{T: t, V: bits / 1e6})
 		}
 	}
+	cctx, cancel := context.WithCancel(ctx)
+	confirmed := make(chan error, len(r.params.Steps))
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
 	defer tick.Stop()
 	// One timer for the next change, set again when the change is made.
@@ -330,14 +342,20 @@ func (r *rateSchedule) run(ctx context.Context) error {
 	for {
 		for next < len(r.params.Steps) && !time.Now().Before(r.at(t0, next)) {
 			st := r.params.Steps[next]
-			for _, dev := range r.devs {
-				if err := r.change(ctx, dev, st.Rate); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return fmt.Errorf("rate schedule step at %gs: %w", st.At, err)
-				}
+			if err := r.apply(r.devs, st.Rate); err != nil {
+				return fmt.Errorf("rate schedule step at %gs: %w", st.At, err)
 			}
+			var rates []float64
+			for _, later := range r.params.Steps[next:] {
+				rates = append(rates, later.Bits)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := r.confirm(cctx, r.devs, rates); err != nil && cctx.Err() == nil {
+					confirmed <- fmt.Errorf("rate schedule step at %gs: %w", st.At, err)
+				}
+			}()
 			bits = st.Bits
 			next++
 		}
@@ -355,6 +373,8 @@ func (r *rateSchedule) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-confirmed:
+			return err
 		case <-tick.C:
 			sample = true
 		case <-due:

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,6 +72,7 @@ func TestRateScheduleJob(t *testing.T) {
 func TestRateScheduleRun(t *testing.T) {
 	var mu sync.Mutex
 	var changes []string
+	var confirms [][]float64
 	var samples []datafile.Sample
 	declared := map[string]datafile.Series{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -90,10 +93,18 @@ func TestRateScheduleRun(t *testing.T) {
 	}
 	r := &rateSchedule{host: "router", devs: []string{"eth0", "eth1"}, step: 0.01, env: env,
 		params: RateScheduleParams{Initial: 10e6, Steps: []RateScheduleStep{{At: 0.03, Rate: "25mbit", Bits: 25e6}, {At: 0.06, Rate: "5mbit", Bits: 5e6}, {At: 0.09, Rate: "50mbit", Bits: 50e6}}},
-		change: func(ctx context.Context, dev, rate string) error {
+		apply: func(devs []string, rate string) error {
 			mu.Lock()
 			defer mu.Unlock()
-			changes = append(changes, dev+" "+rate)
+			for _, dev := range devs {
+				changes = append(changes, dev+" "+rate)
+			}
+			return nil
+		},
+		confirm: func(ctx context.Context, devs []string, rates []float64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			confirms = append(confirms, rates)
 			return nil
 		}}
 	done := make(chan error, 1)
@@ -110,6 +121,13 @@ func TestRateScheduleRun(t *testing.T) {
 	defer mu.Unlock()
 	if want := "eth0 25mbit,eth1 25mbit,eth0 5mbit,eth1 5mbit,eth0 50mbit,eth1 50mbit"; strings.Join(changes, ",") != want {
 		t.Errorf("changes %v, want %s", changes, want)
+	}
+	// Each step confirmed as its rate or a later step's (which may have gone in
+	// before the confirmation ran).
+	want := [][]float64{{25e6, 5e6, 50e6}, {5e6, 50e6}, {50e6}}
+	slices.SortFunc(confirms, func(a, b []float64) int { return len(b) - len(a) })
+	if !reflect.DeepEqual(confirms, want) {
+		t.Errorf("confirmed %v, want %v", confirms, want)
 	}
 	order := []float64{10, 25, 5, 50}
 	k := 0
@@ -133,11 +151,13 @@ func TestRateScheduleRun(t *testing.T) {
 	}
 }
 
-// A change tc refuses ends the job with its error, naming the step.
+// A change the kernel does not show ends the job with its error, naming the
+// step.
 func TestRateScheduleChangeFails(t *testing.T) {
 	r := &rateSchedule{host: "router", devs: []string{"eth0"}, step: 0.01, env: Env{Emit: func(string, datafile.Sample) {}},
 		params: RateScheduleParams{Initial: 10e6, Steps: []RateScheduleStep{{At: 0.01, Rate: "25mbit", Bits: 25e6}}},
-		change: func(ctx context.Context, dev, rate string) error {
+		apply:  func([]string, string) error { return nil },
+		confirm: func(ctx context.Context, devs []string, rates []float64) error {
 			return errors.New("RTNETLINK answers: No such file or directory")
 		}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -147,31 +167,32 @@ func TestRateScheduleChangeFails(t *testing.T) {
 	}
 }
 
-// fakeTC is a tc -batch that keeps one rate for every class and prints it, as
-// tc shows an htb class; a change on device "refuses" fails as tc's do.
+// fakeTC is a tc that keeps one rate for every class, in a file beside it:
+// `tc class show` prints it as tc shows an htb class (none on device
+// "noclass"), and `tc -force -batch -` takes class changes, refusing those on
+// device "refuses" as tc does.
 const fakeTC = `#!/bin/sh
-rate=40Mbit
+state="$(dirname "$0")/rate"
+[ -f "$state" ] || echo 40Mbit > "$state"
+if [ "$1 $2" = "class show" ]; then
+	[ "$4" = noclass ] && exit 0
+	echo "class htb 1:1 root prio 0 rate $(cat "$state") ceil $(cat "$state") burst 1600b cburst 1600b"
+	exit 0
+fi
 n=0
 while read -r w1 w2 w3 dev w5 w6 w7 w8 w9 w10 r rest; do
 	n=$((n+1))
-	case "$w1 $w2" in
-	"class change")
-		if [ "$dev" = refuses ]; then
-			echo "RTNETLINK answers: Invalid argument" >&2
-			echo "Command failed -:$n" >&2
-		else
-			rate=$(echo "$r" | sed 's/mbit/Mbit/')
-		fi ;;
-	"class show")
-		if [ "$dev" = noclass ]; then continue; fi
-		echo "class htb 1:1 root prio 0 rate $rate ceil $rate burst 1600b cburst 1600b" ;;
-	esac
+	if [ "$dev" = refuses ]; then
+		echo "RTNETLINK answers: Invalid argument" >&2
+		echo "Command failed -:$n" >&2
+		continue
+	fi
+	echo "$r" | sed 's/mbit/Mbit/' > "$state"
 done
 `
 
-// The batch's protocol: a change is in when tc shows the class at its rate;
-// a refused one, or a device without the class, is an error saying what tc
-// said.
+// A change is in when tc shows the class at its rate; a refused one, or a
+// device without the class, is an error saying what tc said.
 func TestTCBatch(t *testing.T) {
 	tc := filepath.Join(t.TempDir(), "tc")
 	if err := os.WriteFile(tc, []byte(fakeTC), 0o755); err != nil {
@@ -179,39 +200,105 @@ func TestTCBatch(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	line, err := showClass(ctx, tc, "eth0")
+	if err != nil || htbClassAt(line, 40e6) != nil {
+		t.Fatalf("the class as set up: %q, %v", line, err)
+	}
+	if line, err := showClass(ctx, tc, "noclass"); err != nil || htbClassAt(line) == nil {
+		t.Errorf("a device without the class: %q, %v", line, err)
+	}
 	b, err := startTCBatch(ctx, tc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.close()
-	if err := b.change(ctx, []string{"eth0", "eth1"}, ""); err != nil {
+	if err := b.apply([]string{"eth0", "eth1"}, "25mbit"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.change(ctx, []string{"eth0", "eth1"}, "25mbit"); err != nil {
+	if err := b.confirm(ctx, []string{"eth0", "eth1"}, []float64{25e6}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.change(ctx, []string{"refuses"}, "5mbit"); err == nil || !strings.Contains(err.Error(), "the class's rate is 25Mbit after the change, not 5e+06 bit/s") || !strings.Contains(err.Error(), "Invalid argument") {
+	if err := b.apply([]string{"refuses"}, "5mbit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.confirm(ctx, []string{"refuses"}, []float64{5e6}); err == nil || !strings.Contains(err.Error(), "are 2.5e+07 and 2.5e+07 bit/s after the change, not 5e+06") || !strings.Contains(err.Error(), "Invalid argument") {
 		t.Errorf("a refused change: %v", err)
 	}
 }
 
 func TestHTBClassAt(t *testing.T) {
 	for _, c := range []struct {
-		line string
-		want float64
-		err  string
+		line  string
+		rates []float64
+		err   string
 	}{
-		{"class htb 1:1 root leaf 10: prio 0 rate 25Mbit ceil 25Mbit burst 1600b cburst 1600b", 25e6, ""},
-		{"class htb 1:1 root prio 0 rate 1500Kbit ceil 1500Kbit burst 1599b cburst 1599b", 1.5e6, ""},
-		{"class htb 1:1 root prio 0 rate 25Mbit ceil 50Mbit burst 1600b cburst 1600b", 25e6, "ceil is 50Mbit"},
-		{"class htb 1:1 root prio 0 rate 25Mbit ceil 25Mbit", 0, ""},
-		{"class htb 1:10 parent 1:1 prio 0 rate 25Mbit ceil 25Mbit", 25e6, "no htb class 1:1"},
-		{"class hfsc 1:1 root", 0, "no htb class 1:1"},
-		{"class htb 1:1 root prio 0", 25e6, "no rate"},
+		{"class htb 1:1 root leaf 10: prio 0 rate 25Mbit ceil 25Mbit burst 1600b cburst 1600b", []float64{25e6}, ""},
+		{"class htb 1:1 root prio 0 rate 1500Kbit ceil 1500Kbit burst 1599b cburst 1599b", []float64{1.5e6}, ""},
+		{"class htb 1:1 root prio 0 rate 5Mbit ceil 5Mbit", []float64{25e6, 5e6}, ""},
+		{"class htb 1:1 root prio 0 rate 25Mbit ceil 50Mbit burst 1600b cburst 1600b", []float64{25e6, 50e6}, "are 2.5e+07 and 5e+07 bit/s"},
+		{"class htb 1:1 root prio 0 rate 25Mbit ceil 25Mbit", nil, ""},
+		{"class htb 1:10 parent 1:1 prio 0 rate 25Mbit ceil 25Mbit", []float64{25e6}, "no htb class 1:1"},
+		{"class hfsc 1:1 root", nil, "no htb class 1:1"},
+		{"class htb 1:1 root prio 0", []float64{25e6}, "no rate"},
+		{"class htb 1:1 root prio 0 rate fast ceil 25Mbit", []float64{25e6}, `rate "fast"`},
 	} {
-		err := htbClassAt(c.line, c.want)
+		err := htbClassAt(c.line, c.rates...)
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("%q at %g: %v, want %q", c.line, c.want, err, c.err)
+			t.Errorf("%q at %g: %v, want %q", c.line, c.rates, err, c.err)
 		}
+	}
+}
+
+// A start finds the class on every bottleneck device of the host (the IFBs
+// left out), or fails naming the device; the run's changes go through it.
+func TestRateScheduleStart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tc"), []byte(fakeTC), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	params, err := json.Marshal(RateScheduleParams{Initial: 40e6, Steps: []RateScheduleStep{{At: 0.05, Rate: "25mbit", Bits: 25e6}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := JobSpec{Kind: "rate-schedule", Host: "router", Step: 0.01, Params: params, Devs: []Dev{{Name: "eth0"}, {Name: "noclass", IFB: true}}}
+	var mu sync.Mutex
+	var last float64
+	env := Env{Emit: func(_ string, x datafile.Sample) { mu.Lock(); last = x.V; mu.Unlock() }}
+	job, started, err := rateScheduleKind.Start(ctx, spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started.Message != "rate schedule of 1 steps on eth0" {
+		t.Errorf("started: %q", started.Message)
+	}
+	jctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- job.Run(jctx) }()
+	for {
+		line, _ := showClass(ctx, filepath.Join(dir, "tc"), "eth0")
+		mu.Lock()
+		at := last
+		mu.Unlock()
+		if htbClassAt(line, 25e6) == nil && at == 25 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended before its change: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the change never showed")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	spec.Devs = []Dev{{Name: "eth0"}, {Name: "noclass"}}
+	if _, _, err := rateScheduleKind.Start(ctx, spec, env); err == nil || !strings.Contains(err.Error(), "rate schedule on noclass: no htb class 1:1 to change") {
+		t.Errorf("a device without the class: %v", err)
 	}
 }
