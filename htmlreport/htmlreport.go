@@ -348,12 +348,7 @@ func timeseries(id, name string, d *datafile.Run, sc scales) *charts.Line {
 		if se.Kind != datafile.KindShaper {
 			continue
 		}
-		var ts, vs []float64
-		for _, s := range d.Samples[se.Name] {
-			if !s.Lost {
-				ts, vs = append(ts, s.T), append(vs, s.V)
-			}
-		}
+		ts, vs := answered(d, se.Name)
 		line.AddSeries(se.Name+" (Mbit/s)", points(m.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false), Step: "end"}),
 			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed"}))
 	}
@@ -361,15 +356,20 @@ func timeseries(id, name string, d *datafile.Run, sc scales) *charts.Line {
 		if se.Kind != datafile.KindPing {
 			continue
 		}
-		var ts, vs []float64
-		for _, s := range d.Samples[se.Name] {
-			if !s.Lost {
-				ts, vs = append(ts, s.T), append(vs, s.V)
-			}
-		}
+		ts, vs := answered(d, se.Name)
 		line.AddSeries(se.Name, points(m.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{YAxisIndex: 1, ShowSymbol: opts.Bool(false)}))
 	}
 	return line
+}
+
+// answered are a series' samples but its lost probes: their times and values.
+func answered(d *datafile.Run, name string) (ts, vs []float64) {
+	for _, s := range d.Samples[name] {
+		if !s.Lost {
+			ts, vs = append(ts, s.T), append(vs, s.V)
+		}
+	}
+	return ts, vs
 }
 
 // others draws a run's series of every other kind (request/response latency, UDP
@@ -393,12 +393,7 @@ func others(idPrefix, name string, d *datafile.Run, sc scales) []*charts.Line {
 	for k, u := range units {
 		line := overTime(fmt.Sprintf("%s%d", idPrefix, k), "Series in "+u+" over time", name, u, sc.byUnit[u], "", 0)
 		for _, se := range byUnits[u] {
-			var ts, vs []float64
-			for _, s := range d.Samples[se.Name] {
-				if !s.Lost {
-					ts, vs = append(ts, s.T), append(vs, s.V)
-				}
-			}
+			ts, vs := answered(d, se.Name)
 			line.AddSeries(se.Name, points(d.Metadata.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false)}))
 		}
 		out = append(out, line)

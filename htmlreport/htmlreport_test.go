@@ -288,3 +288,28 @@ func TestInsideTheQdiscs(t *testing.T) {
 		}
 	}
 }
+
+// A rate schedule's rate is drawn with the flows, dashed, as steps, and in no
+// chart of other series.
+func TestShaperRateBesideTheFlows(t *testing.T) {
+	d := run("STEPS", 10)
+	se := datafile.Series{Name: "shaper server:eth0 rate", Kind: datafile.KindShaper, Units: "Mbit/s", Host: "server", Dev: "eth0", Stat: "rate"}
+	d.Series = append(d.Series, se)
+	for k := 0; k <= 12; k++ {
+		d.Samples[se.Name] = append(d.Samples[se.Name], datafile.Sample{T: d.Metadata.T0 + float64(k)*0.5, V: map[bool]float64{true: 50, false: 25}[k < 6]})
+	}
+	var b bytes.Buffer
+	if err := Write(&b, "steps", []Run{RunOf(d)}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if n := strings.Count(page, `"name":"shaper server:eth0 rate (Mbit/s)"`); n != 1 {
+		t.Errorf("the shaper's rate is drawn %d times, want once", n)
+	}
+	if !regexp.MustCompile(`"name":"shaper server:eth0 rate \(Mbit/s\)"[^}]*"step":"end"`).MatchString(page) || !strings.Contains(page, `"type":"dashed"`) {
+		t.Error("the shaper's rate is not a dashed step line")
+	}
+	if strings.Contains(page, "Series in Mbit/s over time") {
+		t.Error("the shaper's rate has a chart of its own among other series")
+	}
+}
