@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 )
 
 // rateStepsSetup steps the server's shaper 40 -> 20 -> 5 -> 40 Mbit/s in a run
@@ -67,7 +68,7 @@ func TestRateStepsOnTheLocalLab(t *testing.T) {
 	for _, p := range []struct {
 		from, to, rate float64
 	}{{6, 9, 20}, {10, 13, 5}} {
-		mbit := drainOver(bytes, t0+p.from, t0+p.to)
+		mbit := e2eutil.DrainMbit(bytes, t0+p.from, t0+p.to)
 		t.Logf("%g-%gs: drained at %.2f Mbit/s under a rate of %g", p.from, p.to, mbit, p.rate)
 		if mbit > p.rate*1.05 || mbit < p.rate*0.7 {
 			t.Errorf("%g-%gs: drained at %.2f Mbit/s, want the schedule's %g", p.from, p.to, mbit, p.rate)
@@ -116,22 +117,4 @@ func TestRateStepsOnTheLocalLab(t *testing.T) {
 	if now := labState(t, inv); now != before {
 		t.Errorf("not as found after restore:\nbefore\n%s\nafter\n%s", before, now)
 	}
-}
-
-// drainOver is the rate (Mbit/s) a byte counter rose at from the last sample at
-// or before from to the last at or before to.
-func drainOver(ss []datafile.Sample, from, to float64) float64 {
-	var a, b *datafile.Sample
-	for i := range ss {
-		if ss[i].T <= from {
-			a = &ss[i]
-		}
-		if ss[i].T <= to {
-			b = &ss[i]
-		}
-	}
-	if a == nil || b == nil || b.T <= a.T {
-		return math.NaN()
-	}
-	return (b.V - a.V) * 8 / (b.T - a.T) / 1e6
 }

@@ -1,11 +1,14 @@
 package vmlab
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
 )
 
@@ -20,7 +23,9 @@ import (
 //     dualpi2's place the two probes' medians close to each other;
 //   - l4s_overload on mq+dualpi2, an ECT(1) flood at 1.2 times the line: the
 //     classic flow is not starved to zero (it moves in most steps) and the
-//     qdisc drops.
+//     qdisc drops;
+//   - rate_steps under htb + dualpi2 stepping from 0.8 of the line to 0.2 and
+//     back: the rate went through the schedule, and the queue drained at it.
 func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
 	t.Run("l4s", func(t *testing.T) {
 		for _, s := range []string{"mq+dualpi2+bql", "fq_codel+bql"} {
@@ -74,6 +79,26 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 			"TCP median %.2f Mbit/s, bytes in %d of %d steps, beside the flood's %.2f (loss %.1f%%)", classic, moving, steps, rows["L4S flood"], rows["L4S flood loss"])
 		add("mq+dualpi2+bql", "l4s_overload: dualpi2 drops under overload", drops > 0, "drops median %.1f/s", drops)
 		add("mq+dualpi2+bql", "l4s_overload: run complete", !r.Incomplete, "%s", r.Error)
+		// rate_steps under dualpi2: the guest's tc (iproute2 7.2) takes the
+		// schedule's changes from the tc -batch the run keeps, on time, and the
+		// queue drains at each step's rate.
+		hiK, loK := int(0.8*rate/1e3), int(0.2*rate/1e3)
+		hi, lo := fmt.Sprintf("%dkbit", hiK), fmt.Sprintf("%dkbit", loK)
+		hiM, loM := float64(hiK)/1e3, float64(loK)/1e3
+		addSetup(t, invPath, "dualpi2-steps", &inventory.SetupSpec{Rate: hi, Root: &inventory.QdiscSpec{Kind: "dualpi2"},
+			RateSchedule: []inventory.RateStepSpec{{At: "10s", Rate: lo}, {At: "20s", Rate: hi}}})
+		r, _ = runOnce(t, invPath, inv, before, dir, "26", "rate_steps", "dualpi2-steps")
+		var seen []float64
+		for _, x := range r.Samples["shaper router:test0 rate"] {
+			if len(seen) == 0 || seen[len(seen)-1] != x.V {
+				seen = append(seen, x.V)
+			}
+		}
+		add("dualpi2-steps", "rate_steps: the rate went through the schedule", slices.Equal(seen, []float64{hiM, loM, hiM}), "rates %v Mbit/s", seen)
+		bytes, t0 := r.Samples["qdisc router:test0 root bytes"], r.Metadata.T0
+		low, high := e2eutil.DrainMbit(bytes, t0+12, t0+19), e2eutil.DrainMbit(bytes, t0+23, t0+28)
+		add("dualpi2-steps", "rate_steps: drained at the low step's rate", low <= loM*1.05 && low >= loM*0.7, "%.2f Mbit/s from 12 to 19 s", low)
+		add("dualpi2-steps", "rate_steps: took the rate back", high >= hiM/2, "%.2f Mbit/s from 23 to 28 s", high)
 		t.Logf("VM lab L4S checks (30 s, line rate %.0f Mbit/s):\n%s", rate/1e6, strings.TrimRight(checks.String(), "\n"))
 	})
 }

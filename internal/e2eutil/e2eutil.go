@@ -1,16 +1,20 @@
 // Package e2eutil holds what the test packages share: building the binary under
-// test, a buffer a running command can write while a test reads, and skipping the
-// tests that need root when they are not run as root.
+// test, a buffer a running command can write while a test reads, skipping the
+// tests that need root when they are not run as root, and a qdisc's drain rate
+// from a data file's byte counter.
 package e2eutil
 
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/bloatbench/bloatbench/datafile"
 )
 
 // Build compiles ./cmd/bloatbench (pkg is its path from the test's folder) into a
@@ -76,4 +80,23 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// DrainMbit is the rate (Mbit/s) a byte counter's samples rose at from the last
+// at or before from to the last at or before to: a qdisc's drain over a stretch
+// of a run. NaN without two such samples.
+func DrainMbit(ss []datafile.Sample, from, to float64) float64 {
+	var a, b *datafile.Sample
+	for i := range ss {
+		if ss[i].T <= from {
+			a = &ss[i]
+		}
+		if ss[i].T <= to {
+			b = &ss[i]
+		}
+	}
+	if a == nil || b == nil || b.T <= a.T {
+		return math.NaN()
+	}
+	return (b.V - a.V) * 8 / (b.T - a.T) / 1e6
 }
