@@ -25,6 +25,7 @@ import (
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/report"
 )
 
 var bin string
@@ -291,8 +292,13 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	// sequence number): both are kernel stamps of the same packets. Ours are taken
 	// as the request enters the client's qdisc and as the reply enters the stack,
 	// tcpdump's as the request leaves that qdisc and as the reply arrives, so they
-	// differ by the client's own egress wait, which in a download carries only ACKs
-	// (microseconds), not by the bottleneck's milliseconds.
+	// differ by the client's own egress wait, not by the bottleneck's milliseconds.
+	// In a download that qdisc carries only ACKs, and the wait is microseconds;
+	// but its htb dequeues from a softirq, which a CI machine busy with other
+	// packages' tests has delayed by 2.9 ms. That wait is measured, not assumed:
+	// the run's sojourn tracer histograms the echo packets' own wait in the
+	// client's qdisc, and a sample may exceed the wire by the longest of those
+	// waits in the steps its request was in the qdisc.
 	// The last echoes may still be on their way to the file: the capture stops once
 	// it holds every one of ours, or after 10 s (the check below names what is missing).
 	// It is read once more after tcpdump has closed it.
@@ -308,7 +314,16 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	matched, worstDiff := 0, 0.0
+	var egress []datafile.Sample // the echo packets' waits in the client's qdisc
+	for _, se := range run.Series {
+		if se.Kind == datafile.KindSojourn && se.Host == "client" && se.Dev == "test0" && strings.HasSuffix(se.Stat, report.EchoSuffix) {
+			egress = append(egress, run.Samples[se.Name]...)
+		}
+	}
+	if len(egress) == 0 {
+		t.Errorf("the run has no sojourn of the echo packets in the client's qdisc: %v", run.Events)
+	}
+	matched, worstDiff, waited := 0, 0.0, 0
 	for _, s := range samples {
 		if s.Lost {
 			continue
@@ -321,9 +336,26 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 		matched++
 		diff := math.Abs(s.V - w)
 		worstDiff = math.Max(worstDiff, diff)
-		if diff > math.Max(0.5, 0.02*w) {
-			t.Errorf("our echo seq %d: %.3f ms, the wire saw %.3f ms", s.Seq, s.V, w)
+		// The request entered the qdisc at sent and left it before the reply came.
+		sent, wait := s.T-s.V/1e3, 0.0
+		for _, x := range egress {
+			if x.N > 0 && x.T > sent && x.T-x.Dur <= s.T {
+				wait = math.Max(wait, x.V*(1+1.0/32)) // a bucket is 1/32 of its time wide
+			}
 		}
+		if s.V > w && diff <= wait+0.5 {
+			if diff > math.Max(0.5, 0.02*w) {
+				waited++
+				t.Logf("our echo seq %d: %.3f ms, the wire saw %.3f ms: the client's qdisc held echoes up to %.3f ms then", s.Seq, s.V, w, wait)
+			}
+			continue
+		}
+		if diff > math.Max(0.5, 0.02*w) {
+			t.Errorf("our echo seq %d: %.3f ms, the wire saw %.3f ms (echoes waited up to %.3f ms in the client's qdisc then)", s.Seq, s.V, w, wait)
+		}
+	}
+	if waited*10 > matched {
+		t.Errorf("%d of %d samples were behind the client's own qdisc by more than 0.5 ms: its egress is no longer the ACKs' alone", waited, matched)
 	}
 	t.Logf("%d of our samples matched on the wire; largest difference %.3f ms", matched, worstDiff)
 	if matched < 50 {
