@@ -92,6 +92,26 @@ func TestRealFixtureKinds(t *testing.T) {
 	}
 }
 
+// dualpi2 reads its queues' head stamps and the clock without its lock and prints
+// a head stamped after the clock as a delay clamped to u32 (seen on 7.3.4): that
+// is a delay of 0, and only dualpi2's delay fields are so read.
+func TestFlattenDualPI2ClampedDelay(t *testing.T) {
+	raw := []byte(`[{"kind":"mq","handle":"1:","root":true,"options":{}},
+		{"kind":"dualpi2","handle":"0:","parent":"1:1","delay_c":4294967295,"delay_l":4294967295,"maxq":4294967295},
+		{"kind":"dualpi2","handle":"0:","parent":"1:2","delay_c":15000,"delay_l":4294967294},
+		{"kind":"fq_pie","handle":"0:","parent":"1:3","delay_c":4294967295}]`)
+	got, err := Flatten(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]float64{"1:1 delay_c": 0, "1:1 delay_l": 0, "1:1 maxq": 1<<32 - 1,
+		"1:2 delay_c": 15000, "1:2 delay_l": 1<<32 - 2, "1:3 delay_c": 1<<32 - 1} {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%q = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+}
+
 func TestFlattenNestedAndArrays(t *testing.T) {
 	// The shapes cake and dualpi2 print: per-tin arrays and plain numbers.
 	raw := []byte(`[{"kind":"cake","handle":"1:","root":true,"options":{"bandwidth":5000000},"drops":7,"backlog":3000,

@@ -253,7 +253,14 @@ func TestDualPI2ClassRows(t *testing.T) {
 	}
 	// Two children: 1:1 carries the flows, 1:2 little.
 	// The worst each step: 2 ms, not their sum (2.5) nor their mean (1.25).
-	add("1:1", "delay_l", func(int) float64 { return 2000 })
+	// A file recorded before the clamp was known: dualpi2's u32 for a negative
+	// delay (a head stamped after the dump read the clock) is no delay of 71 minutes.
+	add("1:1", "delay_l", func(k int) float64 {
+		if k == 30 {
+			return 1<<32 - 1
+		}
+		return 2000
+	})
 	add("1:2", "delay_l", func(int) float64 { return 500 })
 	add("1:1", "delay_c", func(int) float64 { return 15000 })
 	add("1:2", "delay_c", func(int) float64 { return 0 })
@@ -282,6 +289,10 @@ func TestDualPI2ClassRows(t *testing.T) {
 		}
 		if r.Units != c.units || math.Abs(r.Median-c.median) > 1e-6*c.median {
 			t.Errorf("%s: median %g %s, want %g %s", c.row, r.Median, r.Units, c.median, c.units)
+		}
+		// The clamped step is 1:1's 0, so the worst child's is 1:2's 0.5 ms.
+		if want := (float64(r.Points-1)*2 + 0.5) / float64(r.Points); c.row == "Qdisc r:eth1 L queue delay" && (math.Abs(r.Avg-want) > 1e-9 || r.P99 != 2) {
+			t.Errorf("%s: avg %g, p99 %g, want %g and 2: the clamped sample counted", c.row, r.Avg, r.P99, want)
 		}
 	}
 	for name, want := range map[string]float64{"L queue delay median": 2, "C queue delay median": 15} {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,7 +37,11 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 		if st.Counter {
 			d.counters[st.Row] = append(d.counters[st.Row], run.Samples[se.Name])
 		} else {
-			d.gauges[st.Row] = append(d.gauges[st.Row], run.Samples[se.Name])
+			ss := run.Samples[se.Name]
+			if st.Row == "L queue delay" || st.Row == "C queue delay" {
+				ss = unclamped(ss)
+			}
+			d.gauges[st.Row] = append(d.gauges[st.Row], ss)
 		}
 	}
 	var rows []Row
@@ -64,6 +69,26 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 	}
 	return rows
 }
+
+// unclamped reads dualpi2's queue delays as Flatten records them since it knew of
+// the clamp (qdisc.DualPI2DelayClamped, the u32 dualpi2 prints for a negative
+// delay, is a delay of 0; report reads files and imports nothing that talks to
+// hosts, so the value is repeated here), for files recorded before: one such
+// sample made a run's L queue delay avg 28,826 ms.
+func unclamped(ss []datafile.Sample) []datafile.Sample {
+	if !slices.ContainsFunc(ss, isClamped) {
+		return ss
+	}
+	out := slices.Clone(ss)
+	for i := range out {
+		if isClamped(out[i]) {
+			out[i].V = 0
+		}
+	}
+	return out
+}
+
+func isClamped(s datafile.Sample) bool { return s.V == 1<<32-1 }
 
 // sumRates turns each counter series into per-interval rates (a counter that went
 // down was reset: that interval is skipped) and adds the series up per sample time.
