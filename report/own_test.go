@@ -129,6 +129,7 @@ func TestBottleneckStat(t *testing.T) {
 		{datafile.Series{Name: "qdisc r:eth1 root delay_c", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "C queue delay", false}, true},
 		{datafile.Series{Name: "qdisc r:eth1 1:2 prob", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "prob", false}, true},
 		{datafile.Series{Name: "qdisc r:eth1 1:2 step_marks", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "step marks", true}, true},
+		{datafile.Series{Name: "qdisc r:eth1 1:2 step_mark", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "step marks", true}, true},
 		{datafile.Series{Name: "qdisc r:eth1 root tin2.peak_delay_us", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 2 peak delay", false}, true},
 		{datafile.Series{Name: "qdisc r:eth1 root tin0.avg_delay_us", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 0 avg delay", false}, true},
 		{datafile.Series{Name: "qdisc r:eth1 root tin1.backlog_bytes", Kind: "qdisc", Host: "r"}, DevStat{"r", "eth1", "tin 1 backlog", false}, true},
@@ -266,8 +267,8 @@ func TestDualPI2ClassRows(t *testing.T) {
 	add("1:2", "delay_c", func(int) float64 { return 0 })
 	add("1:1", "prob", func(int) float64 { return 0.25 })
 	add("1:2", "prob", func(int) float64 { return 0 })
-	add("1:1", "step_marks", func(k int) float64 { return float64(k) * 10 }) // 50 marks/s
-	add("1:2", "step_marks", func(k int) float64 { return float64(k) * 2 })  // 10 marks/s
+	add("1:1", "step_mark", func(k int) float64 { return float64(k) * 10 }) // 50 marks/s (iproute2 7.2's name)
+	add("1:2", "step_marks", func(k int) float64 { return float64(k) * 2 }) // 10 marks/s
 	sum := Summarize(run)
 	rows := map[string]Row{}
 	for _, r := range sum.Rows {

@@ -244,7 +244,7 @@ func BottleneckStat(se datafile.Series) (DevStat, bool) {
 		st.Row = "C queue delay"
 	case field == "prob":
 		st.Row = "prob"
-	case field == "step_marks":
+	case field == "step_mark" || field == "step_marks": // iproute2 7.2 prints step-mark
 		st.Row, st.Counter = "step marks", true
 	default:
 		// cake's tins, each its own: "tin2.peak_delay_us" is tin 2's.
