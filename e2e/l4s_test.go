@@ -104,8 +104,18 @@ func TestL4SCoexistOnTheLocalLab(t *testing.T) {
 	probes := map[int]map[int]int{} // source port: codepoint: packets
 	var data, feedback int
 	dataECN := map[int]int{}
+	// The feedback is as big as a probe (56 bytes): it is told by going to the
+	// scalable flow's port.
+	flowPorts := map[int]bool{}
+	for _, p := range pkts {
+		if p.src == serverIP && p.payloadLen == 1470 {
+			flowPorts[p.sport] = true
+		}
+	}
 	for _, p := range pkts {
 		switch {
+		case p.src == clientIP && p.payloadLen == 56 && flowPorts[p.dport]:
+			feedback++
 		case p.src == clientIP && p.payloadLen == 56:
 			if probes[p.sport] == nil {
 				probes[p.sport] = map[int]int{}
@@ -114,8 +124,6 @@ func TestL4SCoexistOnTheLocalLab(t *testing.T) {
 		case p.src == serverIP && p.payloadLen == 1470:
 			data++
 			dataECN[p.tos&3]++
-		case p.src == clientIP && p.payloadLen == 48:
-			feedback++
 		}
 	}
 	t.Logf("on the wire: probes by socket and codepoint %v; %d data datagrams by codepoint %v; %d feedback", probes, data, dataECN, feedback)

@@ -2,6 +2,7 @@ package runners
 
 import (
 	"encoding/binary"
+	"syscall"
 	"time"
 
 	linux "golang.org/x/sys/unix"
@@ -69,6 +70,12 @@ func enableStamps(sc sysCalls, fd int) stamping {
 		return stamping{rx: "SO_TIMESTAMPNS"}
 	}
 	return stamping{}
+}
+
+// recvStamps asks the kernel for each datagram's receive time (SO_TIMESTAMPNS,
+// for rxStamp); best effort: without it, user space's times stand in.
+func recvStamps(rc syscall.RawConn) {
+	rc.Control(func(fd uintptr) { linux.SetsockoptInt(int(fd), linux.SOL_SOCKET, linux.SO_TIMESTAMPNS, 1) })
 }
 
 // rxStamp finds the kernel's receive time in a message's control data: an

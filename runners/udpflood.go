@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -338,6 +339,9 @@ func listenSink(ctx context.Context, spec JobSpec, env Env) (*udpSink, error) {
 		// socket, which would be counted as the path's loss; best effort.
 		setBuffer(rc, syscall.SO_RCVBUFFORCE, syscall.SO_RCVBUF, udpSocketBuffer)
 		recvTOS(rc)
+		if scalableClients(spec.Clients) {
+			recvStamps(rc)
+		}
 		return nil
 	}
 	pc, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(spec.Target, "0"))
@@ -410,10 +414,20 @@ func (s *udpSink) receive(ctx context.Context) error {
 			continue // not one of ours
 		}
 		if fb := s.take(time.Now(), from, buf[:n], rxTOS(oob[:oobn]), reply[:0]); len(fb) > 0 {
+			if rx, ok := rxStamp(oob[:oobn]); ok {
+				setFeedbackHeld(fb, rx)
+			}
 			// A failed send is a lost feedback, which the sender survives.
 			s.pc.WriteToUDPAddrPort(fb, from)
 		}
 	}
+}
+
+// scalableClients says whether a udp-scalable flow sends to the sink: its
+// feedback says how long the sink held each datagram, from the kernel's receive
+// stamp, which a flood's receiver need not pay for.
+func scalableClients(clients []Client) bool {
+	return slices.ContainsFunc(clients, func(c Client) bool { return c.Kind == "udp-scalable" })
 }
 
 // clientsTOS is the TOS byte the sink's udp-flood and udp-scalable clients mark

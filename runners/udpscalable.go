@@ -30,19 +30,33 @@ import (
 //     datagram; a round with loss and no marks halves it (a classic queue's
 //     signal); a clean round adds a datagram, or doubles the window until the
 //     first signal (slow start);
-//   - no feedback for max(200 ms, 3 x srtt) with datagrams in flight takes them
-//     as lost and starts again from two, as a retransmission timeout would, so
-//     that a lost sink does not leave a flood behind.
+//   - no feedback for max(200 ms, 3 x the feedback loop) with datagrams in
+//     flight takes them as lost and starts again from two, as a retransmission
+//     timeout would, so that a lost sink does not leave a flood behind.
+//
+// It runs in user space at both ends, where DCTCP runs in the kernel, so it
+// tells two round trips apart. The path's (srtt) runs from a datagram's send to
+// the kernel's receive stamp of its feedback, less the time the sink held the
+// datagram (from its own receive stamp to its answer); the window is paced over
+// it, as a kernel paces a window over the path's round trip. The feedback loop's
+// runs to when the sender's goroutine reads the feedback, longer by both ends'
+// wake-ups (30-48 ms against the path's 15-20 in a loaded emulated guest). The
+// datagrams in flight are counted over the loop, so the window lets loop/srtt
+// times itself be in flight (at most 4 times): counted against the window alone,
+// the flow's rate would be window/loop, a penalty no kernel's DCTCP pays, and a
+// rate balance against a kernel's TCP would measure the hosts' CPUs.
 //
 // Wire format: the flood's (udpflood.go), with two additions.
 //
 //	data      the flow field's bit 30 set (udpWantsFeedback), and bytes 16..24
 //	          the datagram's send time, nanoseconds since the flow's epoch on the
 //	          sender's monotonic clock (the sink only echoes it)
-//	feedback  a control datagram of type 3 from the sink, 48 bytes: bytes
+//	feedback  a control datagram of type 3 from the sink, 56 bytes: bytes
 //	          16..24 the echoed send time of the datagram it answers, 24..32 the
 //	          data datagrams of the flow received so far, 32..40 those that arrived
-//	          CE, 40..48 the highest sequence number seen (unwrapped)
+//	          CE, 40..48 the highest sequence number seen (unwrapped), 48..56 the
+//	          nanoseconds from the kernel's receive stamp of the datagram it
+//	          answers to its send (0 when the sink's kernel gave no stamp)
 //
 // The sink answers every second data datagram and every CE-marked one, and only
 // datagrams with the key of at least the feedback's size: it never sends more than
@@ -56,7 +70,7 @@ const (
 	udpFeedback      = 3
 	// udpFeedbackSize is a feedback datagram's size, and the smallest datagram a
 	// scalable flow sends.
-	udpFeedbackSize = udpFloodHeader + 32
+	udpFeedbackSize = udpFloodHeader + 40
 	// scalableGain is alpha's gain a round (DCTCP's g, 1/16).
 	scalableGain = 1.0 / 16
 	// scalableStartRate is where a flow starts when the test gives no start_rate:
@@ -67,6 +81,9 @@ const (
 	scalableMinPPS = 10
 	// scalableStall is the least time without feedback that halves the rate.
 	scalableStall = 200 * time.Millisecond
+	// scalableMaxLoop bounds how many times its window the flow may have in
+	// flight over the feedback loop (loop/srtt).
+	scalableMaxLoop = 4
 )
 
 // Suffixes of a scalable flow's own series, besides the flood's.
@@ -227,7 +244,8 @@ type scalableCC struct {
 	cwnd      float64 // datagrams
 	slowStart bool
 	alpha     float64
-	srtt      time.Duration // 0 until the first sample
+	srtt      time.Duration // the path's, 0 until the first sample
+	loop      time.Duration // the feedback loop's, 0 until the first sample
 	// sent is the highest sequence number sent (the sender's), and the others
 	// the latest feedback's (the highest of each: feedback may come out of order).
 	sent, recv, ce, maxSeq int64
@@ -262,22 +280,42 @@ func (cc *scalableCC) rate() float64 {
 	return math.Min(cc.maxRate, 1.25*8*cc.size*cc.cwnd/cc.srtt.Seconds())
 }
 
-// canSend says whether the window has room for one more datagram.
-func (cc *scalableCC) canSend() bool { return float64(cc.sent-cc.maxSeq) < cc.cwnd }
+// canSend says whether the window has room for one more datagram, its
+// datagrams in flight counted over the feedback loop (see scalableCC).
+func (cc *scalableCC) canSend() bool { return float64(cc.sent-cc.maxSeq) < cc.cwnd*cc.loopFactor() }
 
-// feedback takes the sink's answer to a datagram sent at sent, arriving at now.
-func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) {
+// loopFactor is the feedback loop over the path's round trip, within 1..4.
+func (cc *scalableCC) loopFactor() float64 {
+	if cc.srtt <= 0 || cc.loop <= cc.srtt {
+		return 1
+	}
+	return min(scalableMaxLoop, float64(cc.loop)/float64(cc.srtt))
+}
+
+// feedback takes the sink's answer to a datagram sent at sent: the kernel took it
+// in at rx and the flow read it at seen (at or after rx), and the sink held the
+// datagram it answers for held. It returns the path's round trip the answer
+// measured (0: none).
+func (cc *scalableCC) feedback(rx, seen, sent, held time.Duration, recv, ce, maxSeq int64) time.Duration {
+	now := seen
 	cc.lastFeedback = now
-	if rtt := now - sent; rtt > 0 && sent >= 0 {
-		if cc.srtt == 0 {
-			cc.srtt = rtt
-		} else {
-			cc.srtt += (rtt - cc.srtt) / 8
+	var path time.Duration
+	if loop := seen - sent; loop > 0 && sent >= 0 {
+		path = min(max(rx, sent)-sent, loop)
+		// A hold the round trip cannot contain (a sink's clock stepped, or a
+		// hostile one) is not taken off.
+		if held > 0 && held < path {
+			path -= held
 		}
+		if path <= 0 {
+			path = loop
+		}
+		smooth(&cc.srtt, path)
+		smooth(&cc.loop, loop)
 	}
 	cc.recv, cc.ce, cc.maxSeq = max(cc.recv, recv), max(cc.ce, ce), min(max(cc.maxSeq, maxSeq), cc.sent)
 	if sent < cc.roundStart {
-		return
+		return path
 	}
 	cc.rounds++
 	dRecv, dCE := cc.recv-cc.roundRecv, cc.ce-cc.roundCE
@@ -314,14 +352,24 @@ func (cc *scalableCC) feedback(now, sent time.Duration, recv, ce, maxSeq int64) 
 	}
 	cc.cwnd = math.Min(top, math.Max(scalableMinWindow, cc.cwnd))
 	cc.roundStart, cc.roundRecv, cc.roundCE, cc.roundGap = now, cc.recv, cc.ce, gap
+	return path
+}
+
+// smooth takes a sample into a smoothed round trip, with TCP's gain of 1/8.
+func smooth(s *time.Duration, x time.Duration) {
+	if *s == 0 {
+		*s = x
+	} else {
+		*s += (x - *s) / 8
+	}
 }
 
 // stalled takes it that what is in flight was lost when no feedback has come
-// for max(200 ms, 3 srtt) with datagrams in flight, as a retransmission timeout
+// for max(200 ms, 3 loops) with datagrams in flight, as a retransmission timeout
 // would: the window falls to its least and the flow sends again; it says
 // whether it did. A sink that is gone so gets two datagrams a wait, no flood.
 func (cc *scalableCC) stalled(now time.Duration) bool {
-	if cc.sent == cc.maxSeq || now-cc.lastFeedback < max(scalableStall, 3*cc.srtt) {
+	if cc.sent == cc.maxSeq || now-cc.lastFeedback < max(scalableStall, 3*cc.loop) {
 		return false
 	}
 	cc.stalls++
@@ -372,6 +420,9 @@ func (s *scalable) run(ctx context.Context) error {
 			return nil
 		}
 		return fmt.Errorf("udp-scalable %s: %w", s.name, err)
+	}
+	if rc, err := conn.SyscallConn(); err == nil {
+		recvStamps(rc) // the feedback's arrival, apart from the goroutine's wake-up
 	}
 	f := &floodFlow{num: 1, name: s.name, conn: conn, last: start}
 	defer conn.Close()
@@ -425,9 +476,9 @@ func (s *scalable) run(ctx context.Context) error {
 	}
 	if fl.env.Warn != nil {
 		fl.env.Warn(fmt.Sprintf("udp-scalable %s: %d datagrams sent, %d feedback; %d rounds (%d with CE marks, %d with loss and none), %d stalls; "+
-			"ended with a window of %.1f datagrams at %.3f Mbit/s, alpha %.3f, srtt %.3f ms; the sink got %d, %d CE",
+			"ended with a window of %.1f datagrams at %.3f Mbit/s, alpha %.3f, srtt %.3f ms (the feedback loop %.3f ms); the sink got %d, %d CE",
 			f.name, f.sent.Load(), fb, cc.rounds, cc.ceRounds, cc.lossRounds, cc.stalls, cc.cwnd, cc.rate()/1e6, cc.alpha,
-			float64(cc.srtt)/float64(time.Millisecond), cc.recv, cc.ce))
+			float64(cc.srtt)/float64(time.Millisecond), float64(cc.loop)/float64(time.Millisecond), cc.recv, cc.ce))
 	}
 	if f.sent.Load() > 0 && fb == 0 {
 		fl.env.warn(fmt.Sprintf("udp-scalable %s: the sink at %s never answered %d datagrams: the flow sent two a wait. "+
@@ -439,9 +490,9 @@ func (s *scalable) run(ctx context.Context) error {
 // receive takes the sink's feedback until the socket is closed. The socket is
 // connected: only the sink's address reaches it, and only with the key counts.
 func (s *scalable) receive(conn *net.UDPConn) {
-	buf := make([]byte, 256)
+	buf, oob := make([]byte, 256), make([]byte, 128)
 	for {
-		n, err := conn.Read(buf)
+		n, oobn, _, _, err := conn.ReadMsgUDP(buf, oob)
 		if err != nil {
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				// An ICMP port unreachable for a datagram sent before the sink
@@ -450,18 +501,25 @@ func (s *scalable) receive(conn *net.UDPConn) {
 			}
 			return
 		}
-		now := s.since()
+		seen := s.since()
 		fb, ok := parseFeedback(buf[:n], s.fl.key)
 		if !ok {
 			continue
 		}
+		rx := seen
+		if t, ok := rxStamp(oob[:oobn]); ok {
+			// The kernel's stamp is on the wall clock; a lag past a second
+			// is a clock stepped under the flow, not a wake-up.
+			if lag := time.Since(t); lag >= 0 && lag < time.Second {
+				rx = seen - lag
+			}
+		}
 		s.mu.Lock()
 		s.feedback++
-		if rtt := now - fb.sent; rtt > 0 && fb.sent >= 0 {
+		if rtt := s.cc.feedback(rx, seen, fb.sent, fb.held, fb.recv, fb.ce, fb.maxSeq); rtt > 0 {
 			s.rttSum += rtt
 			s.rttN++
 		}
-		s.cc.feedback(now, fb.sent, fb.recv, fb.ce, fb.maxSeq)
 		s.mu.Unlock()
 		select {
 		case s.opened <- struct{}{}:
@@ -472,7 +530,7 @@ func (s *scalable) receive(conn *net.UDPConn) {
 
 // feedbackMsg is a sink's feedback, decoded.
 type feedbackMsg struct {
-	sent             time.Duration
+	sent, held       time.Duration
 	recv, ce, maxSeq int64
 }
 
@@ -484,20 +542,29 @@ func parseFeedback(b []byte, key [udpFloodKeySize]byte) (feedbackMsg, bool) {
 		return feedbackMsg{}, false
 	}
 	u := func(i int) int64 { return int64(min(binary.BigEndian.Uint64(b[i:i+8]), math.MaxInt64)) }
-	return feedbackMsg{sent: time.Duration(u(16)), recv: u(24), ce: u(32), maxSeq: u(40)}, true
+	return feedbackMsg{sent: time.Duration(u(16)), recv: u(24), ce: u(32), maxSeq: u(40), held: time.Duration(u(48))}, true
 }
 
 // appendFeedback is the sink's feedback for flow, answering a datagram that
-// carried sent (its bytes 16..24, echoed as they came).
+// carried sent (its bytes 16..24, echoed as they came); the time the sink held it
+// is 0 until setFeedbackHeld says.
 func appendFeedback(b []byte, key [udpFloodKeySize]byte, flow uint32, sent []byte, recv, ce, maxSeq int64) []byte {
 	b = append(b, key[:]...)
 	b = binary.BigEndian.AppendUint32(b, flow|udpControl)
 	b = binary.BigEndian.AppendUint32(b, udpFeedback)
 	b = append(b, sent[:8]...)
-	for _, v := range []int64{recv, ce, maxSeq} {
+	for _, v := range []int64{recv, ce, maxSeq, 0} {
 		b = binary.BigEndian.AppendUint64(b, uint64(max(v, 0)))
 	}
 	return b
+}
+
+// setFeedbackHeld writes into a feedback the time from the kernel's receive stamp
+// of the datagram it answers to now, just before it is sent.
+func setFeedbackHeld(fb []byte, rx time.Time) {
+	if held := time.Since(rx); len(fb) == udpFeedbackSize && held > 0 && held < time.Second {
+		binary.BigEndian.PutUint64(fb[48:56], uint64(held))
+	}
 }
 
 // send sends the flow's datagrams until end, each stamped with its send time,

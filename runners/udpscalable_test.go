@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
@@ -23,9 +24,9 @@ func TestUDPScalablePlan(t *testing.T) {
 		{map[string]any{"series": "L4S", "max_rate": "20M", "start_rate": "2M", "tos": "AF11"},
 			`{"series":"L4S","flows":1,"max_rate":"20000000","start_rate":"2000000","packet_size":1470,"tos":"41"}`},
 		// A start above the cap starts at the cap.
-		{map[string]any{"max_rate": "1M", "start_rate": "5M", "ecn": "ect0", "packet_size": 48},
-			`{"series":"UDP scalable","flows":1,"max_rate":"1000000","start_rate":"1000000","packet_size":48,"tos":"2"}`},
-		{map[string]any{"packet_size": 47}, "error: at least 48 bytes"},
+		{map[string]any{"max_rate": "1M", "start_rate": "5M", "ecn": "ect0", "packet_size": 56},
+			`{"series":"UDP scalable","flows":1,"max_rate":"1000000","start_rate":"1000000","packet_size":56,"tos":"2"}`},
+		{map[string]any{"packet_size": 55}, "error: at least 56 bytes"},
 		{map[string]any{"max_rate": "1k"}, "error: want both at least 117600 bit/s"},
 		{map[string]any{"start_rate": "fast"}, "error: start_rate: "},
 		{map[string]any{"ecn": "ect2"}, "error: want notect, ect0, ect1 or ce"},
@@ -100,7 +101,7 @@ func TestScalableCCRounds(t *testing.T) {
 		now += 10 * ms
 		recv += n - lost
 		ce += marked
-		cc.feedback(now, sent, recv, ce, cc.sent)
+		cc.feedback(now, now, sent, 0, recv, ce, cc.sent)
 	}
 	// alpha moves a 1/16 toward each round's marked fraction, from 1.
 	alpha := 1.0
@@ -152,7 +153,7 @@ func TestScalableCCRounds(t *testing.T) {
 	// Feedback for a datagram sent before the round began ends no round, and
 	// stale counts do not go back.
 	rounds, seq := cc.rounds, cc.maxSeq
-	cc.feedback(now+ms, now-5*ms, recv-3, ce, seq-3)
+	cc.feedback(now+ms, now+ms, now-5*ms, 0, recv-3, ce, seq-3)
 	if cc.rounds != rounds || cc.recv != recv || cc.maxSeq != seq {
 		t.Fatalf("a late feedback: rounds %d->%d, recv %d seq %d; want no round and %d, %d", rounds, cc.rounds, cc.recv, cc.maxSeq, recv, seq)
 	}
@@ -191,11 +192,16 @@ func TestScalableCCRounds(t *testing.T) {
 // whose packets are CE-marked when their sojourn passes mark (step marking, as
 // dualpi2's L queue and DCTCP's switches do; 0 marks nothing) and dropped when
 // the queue holds more than limit packets; base is the path's round trip
-// without queue. Each datagram that comes through is answered at once.
+// without queue. Each datagram that comes through is answered at once. prob
+// marks each datagram CE with that probability besides (dualpi2's coupled
+// marking of its L queue, which a classic flow's load sets), and lag is how long
+// after its arrival the sender reads a feedback (both ends' wake-ups in user
+// space).
 type simLink struct {
-	rate       float64
-	base, mark time.Duration
-	limit      int
+	rate            float64
+	base, mark, lag time.Duration
+	limit           int
+	prob            float64
 }
 
 type simResult struct {
@@ -222,12 +228,13 @@ func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 		bits, sojourn, cnt float64
 		res                simResult
 	)
+	rng := rand.New(rand.NewPCG(1, 2))
 	tx := time.Duration(float64(8*cc.size) / l.rate * float64(time.Second))
 	for now := time.Duration(0); now < d; now += 50 * time.Microsecond {
-		for len(pending) > 0 && pending[0].at <= now {
+		for len(pending) > 0 && pending[0].at+l.lag <= now {
 			f := pending[0]
 			pending = pending[1:]
-			cc.feedback(f.at, f.sent, f.recv, f.ce, f.seq)
+			cc.feedback(f.at, f.at+l.lag, f.sent, 0, f.recv, f.ce, f.seq)
 		}
 		cc.stalled(now)
 		gap := time.Duration(8 * cc.size / cc.rate() * float64(time.Second))
@@ -253,7 +260,7 @@ func (l simLink) run(cc *scalableCC, d time.Duration) simResult {
 			departs = append(departs, depart)
 			s := depart - tx - arrive
 			recv++
-			if l.mark > 0 && s > l.mark {
+			if l.mark > 0 && s > l.mark || l.prob > 0 && rng.Float64() < l.prob {
 				ce++
 			}
 			if depart >= half && depart < d {
@@ -303,6 +310,81 @@ func TestScalableCCOnALink(t *testing.T) {
 	t.Logf("unmarked deep queue: sojourn %.2f ms, window %.0f", got.sojournMs, cc.cwnd)
 	if bdp := 10e6 * 0.01 / (8 * 1470); got.sojournMs > 1.1*(cc.cwnd-bdp)*1.176 {
 		t.Errorf("unmarked deep queue: sojourn %.2f ms with a window of %.0f: more waits than the window sent", got.sojournMs, cc.cwnd)
+	}
+}
+
+// TestScalableCCPacesOverThePath: under marking the flow's rate does not set
+// (dualpi2's coupled probability, which a classic flow's load sets), a window
+// of 2/p paced over the path's round trip, as DCTCP's in a kernel would be;
+// user space's wake-ups at both ends, which lengthen the feedback loop, do not
+// cut it (the window counted over the loop would: 5 datagrams a 30 ms loop is
+// 2 Mbit/s, not 6), and a loop past four times the path's is held to four.
+func TestScalableCCPacesOverThePath(t *testing.T) {
+	ms := time.Millisecond
+	cfg := scalableConfig{size: 1470, startBps: 1e6, maxBps: 1e9}
+	run := func(lag time.Duration) (simResult, *scalableCC) {
+		cc := newScalableCC(cfg)
+		return simLink{rate: 20e6, base: 10 * ms, prob: 0.4, lag: lag, limit: 1000}.run(cc, 20*time.Second), cc
+	}
+	kernel, cc0 := run(0)
+	user, cc1 := run(20 * ms)
+	want := 2 / 0.4 * 1470 * 8 / 0.01 / 1e6 // 5.9 Mbit/s
+	t.Logf("p 0.4, path 10 ms: %.2f Mbit/s read at once, %.2f read 20 ms late (2/p over the path: %.2f); srtt %v and %v, loop %v",
+		kernel.mbps, user.mbps, want, cc0.srtt, cc1.srtt, cc1.loop)
+	if math.Abs(kernel.mbps-want) > 0.25*want || math.Abs(user.mbps-kernel.mbps) > 0.15*kernel.mbps {
+		t.Errorf("%.2f Mbit/s read at once and %.2f read late; want both near %.2f", kernel.mbps, user.mbps, want)
+	}
+	if d := cc1.srtt - 10*ms; d < 0 || d > 2*ms || cc1.loop < 29*ms || cc1.loop > 32*ms {
+		t.Errorf("read late: srtt %v, loop %v; want the path's 10 ms and the loop's 30", cc1.srtt, cc1.loop)
+	}
+	slow, cc2 := run(100 * ms)
+	t.Logf("read 100 ms late: %.2f Mbit/s, loop factor %.2f", slow.mbps, cc2.loopFactor())
+	if cc2.loopFactor() != scalableMaxLoop || slow.mbps > 0.5*kernel.mbps {
+		t.Errorf("read 100 ms late: loop factor %g, %.2f Mbit/s; want %d and the window counted over 4 paths' time", cc2.loopFactor(), slow.mbps, scalableMaxLoop)
+	}
+}
+
+// TestScalableCCHeld: the sink's hold comes off the round trip when the trip can
+// hold it, and a stamp before the send (a stepped clock) measures the loop.
+func TestScalableCCHeld(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		rx, seen, held, path time.Duration
+	}{
+		{12 * ms, 30 * ms, 2 * ms, 10 * ms},
+		{12 * ms, 30 * ms, 0, 12 * ms},
+		{12 * ms, 30 * ms, 12 * ms, 12 * ms}, // a hold as long as the trip
+		{12 * ms, 30 * ms, -1, 12 * ms},
+		{-5 * ms, 30 * ms, 2 * ms, 30 * ms}, // received before it was sent
+		{40 * ms, 30 * ms, 0, 30 * ms},      // stamped after it was read
+	} {
+		cc := newScalableCC(scalableConfig{size: 1000, startBps: 1e6, maxBps: 1e9})
+		cc.sent = 1
+		if got := cc.feedback(c.rx, c.seen, 0, c.held, 1, 0, 1); got != c.path || cc.srtt != c.path || cc.loop != c.seen {
+			t.Errorf("rx %v seen %v held %v: path %v (srtt %v, loop %v), want %v and loop %v", c.rx, c.seen, c.held, got, cc.srtt, cc.loop, c.path, c.seen)
+		}
+	}
+}
+
+// TestFeedbackHeld: the sink writes how long it held a datagram, from the kernel's
+// receive stamp to the feedback's send, and a stamp from the future or more than
+// a second old (a stepped clock) leaves 0, which the sender reads as no hold.
+func TestFeedbackHeld(t *testing.T) {
+	key := floodKey("tok")
+	for _, c := range []struct {
+		ago      time.Duration
+		min, max time.Duration
+	}{
+		{3 * time.Millisecond, 3 * time.Millisecond, time.Second},
+		{-time.Millisecond, 0, 0},
+		{2 * time.Second, 0, 0},
+	} {
+		fb := appendFeedback(nil, key, 1, make([]byte, 8), 1, 0, 1)
+		setFeedbackHeld(fb, time.Now().Add(-c.ago))
+		got, ok := parseFeedback(fb, key)
+		if !ok || got.held < c.min || got.held > c.max {
+			t.Errorf("received %v ago: held %v (ok %v), want %v..%v", c.ago, got.held, ok, c.min, c.max)
+		}
 	}
 }
 
