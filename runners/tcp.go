@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,6 +194,10 @@ type Listener struct {
 	pending *pendingGate
 	cc      map[string]bool
 	flows   map[string]bool
+	// listenCC is the congestion control of the listening socket, which every
+	// connection starts with (listenerCC), "" for the host's default,
+	// defaultCC; a stream that asks for none is set back to the default.
+	listenCC, defaultCC string
 	// refused counts connections closed unauthenticated or refused, for the
 	// warning at the end.
 	refused int
@@ -201,13 +206,31 @@ type Listener struct {
 
 // Listen opens the listener on spec.Addr with a port the kernel picks.
 func Listen(ctx context.Context, spec ListenSpec, emit Emit) (*Listener, error) {
+	allowed := hostCC()
+	return listen(ctx, spec, emit, allowed, listenerCC(spec.Plan, allowed))
+}
+
+// listen is Listen with the congestion control of the listening socket, cc.
+func listen(ctx context.Context, spec ListenSpec, emit Emit, allowed map[string]bool, cc string) (*Listener, error) {
+	l := &Listener{spec: spec, emit: emit, meters: newSampler(emit), pending: newPendingGate(maxPending),
+		cc: allowed, flows: map[string]bool{}}
 	var lc net.ListenConfig
+	if cc != "" {
+		// The streams that ask for no congestion control then get the host's
+		// default back after their hello, not the listener's.
+		def, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+		if err != nil {
+			return nil, fmt.Errorf("listen for TCP streams: the host's default congestion control: %w", err)
+		}
+		l.listenCC, l.defaultCC = cc, strings.TrimSpace(string(def))
+		lc.Control = func(_, _ string, rc syscall.RawConn) error { return setCongestion(rc, cc) }
+	}
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(spec.Addr, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("listen for TCP streams on %s: %w", spec.Addr, err)
 	}
-	return &Listener{ln: ln, spec: spec, emit: emit, meters: newSampler(emit), pending: newPendingGate(maxPending),
-		cc: hostCC(), flows: map[string]bool{}}, nil
+	l.ln = ln
+	return l, nil
 }
 
 // Port the listener is on.
@@ -333,10 +356,13 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 		l.refuse(why)
 		return nil
 	}
-	if h.CC != "" {
+	if cc := h.CC; cc != "" || l.listenCC != "" {
+		if cc == "" {
+			cc = l.defaultCC
+		}
 		rc, err := c.SyscallConn()
 		if err == nil {
-			err = setCongestion(rc, h.CC)
+			err = setCongestion(rc, cc)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", h.Flow, err)

@@ -146,14 +146,19 @@ type ecnLine struct {
 // alert where they differ, with what to change. tcpECN is the client's
 // net.ipv4.tcp_ecn as read ("" when unreadable).
 func ecnReport(flows []StreamFlow, got []string, tcpECN string) []ecnLine {
-	type key struct{ asked, got string }
+	// needer is the congestion control of flows that asked for nothing but run
+	// one that needs ECN.
+	type key struct{ asked, needer, got string }
 	groups := map[key][]string{}
 	var order []key
 	for i, f := range flows {
-		if f.ECN == "" || i >= len(got) {
+		if f.wantECN() == "" || i >= len(got) {
 			continue
 		}
-		k := key{f.ECN, got[i]}
+		k := key{asked: f.wantECN(), got: got[i]}
+		if f.ECN == "" {
+			k.needer = f.CC
+		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -166,12 +171,20 @@ func ecnReport(flows []StreamFlow, got []string, tcpECN string) []ecnLine {
 		if len(names) > 4 {
 			named += fmt.Sprintf(" and %d more", len(names)-4)
 		}
+		asked := "asked for ecn: " + k.asked
+		if k.needer != "" {
+			asked = "run " + k.needer + ", which needs ECN,"
+		}
 		if ecnAnswers(k.asked, k.got) {
-			out = append(out, ecnLine{msg: fmt.Sprintf("tcp-streams: %d flows asked for ecn: %s and negotiated %s (%s)", len(names), k.asked, k.got, named)})
+			out = append(out, ecnLine{msg: fmt.Sprintf("tcp-streams: %d flows %s and negotiated %s (%s)", len(names), asked, k.got, named)})
 			continue
 		}
-		out = append(out, ecnLine{alert: true, msg: fmt.Sprintf("tcp-streams: %d flows asked for ecn: %s and negotiated %s (%s): %s",
-			len(names), k.asked, k.got, named, ecnFix(k.asked, tcpECN))})
+		fix := ecnFix(k.asked, tcpECN)
+		if k.needer != "" {
+			fix = fmt.Sprintf("%s runs as Reno without it; the server's listener runs %[1]s so that its kernel takes up an ECT-marked SYN's ECN: the path cleared the handshake's ECN bits, or the server's agent predates that (ecn: on or accecn on the flows says more)", k.needer)
+		}
+		out = append(out, ecnLine{alert: true, msg: fmt.Sprintf("tcp-streams: %d flows %s and negotiated %s (%s): %s",
+			len(names), asked, k.got, named, fix)})
 	}
 	return out
 }
@@ -211,7 +224,54 @@ func clientTCPECN() string {
 	return strings.TrimSpace(string(b))
 }
 
-// anyECN says whether a flow asks for an ECN setting.
+// anyECN says whether a flow asks for an ECN setting, or runs a congestion
+// control that needs ECN.
 func anyECN(flows []StreamFlow) bool {
-	return slices.ContainsFunc(flows, func(f StreamFlow) bool { return f.ECN != "" })
+	return slices.ContainsFunc(flows, func(f StreamFlow) bool { return f.wantECN() != "" })
+}
+
+// ecnNeeders are the congestion controls that set TCP_CONG_NEEDS_ECN: dctcp
+// upstream, and TCP Prague out of tree. A BPF congestion control may set it too,
+// under any name; it is not known here, and its flows are then taken as not
+// needing ECN (they can still say ecn:).
+var ecnNeeders = []string{"dctcp", "prague"}
+
+// needsECN says whether the kernel runs cc only with ECN: it marks every packet
+// ECT, the SYN too, and falls back to Reno where ECN was not negotiated.
+func needsECN(cc string) bool { return slices.Contains(ecnNeeders, cc) }
+
+// wantECN is what a flow's connection should negotiate: what it asks for, else
+// ECN when its congestion control needs it (which sets nothing on the hosts,
+// and is reported all the same: dctcp without ECN is Reno), else "".
+func (f StreamFlow) wantECN() string {
+	if f.ECN == "" && needsECN(f.CC) {
+		return ECNOn
+	}
+	return f.ECN
+}
+
+// listenerCC is the congestion control the streams' listening socket runs, ""
+// for the host's default. Linux declines the ECN a SYN asks for when the SYN is
+// itself ECT-marked, as every SYN of dctcp is (RFC 3168 takes that for a path
+// that rewrites the field; tcp_ecn_create_request), unless the SYN also asks for
+// Accurate ECN, the route says `features ecn`, or the listener's own
+// congestion control needs ECN: so a dctcp flow gets ECN from a dctcp listener,
+// whatever net.ipv4.tcp_ecn says, and from no other. Each connection accepted
+// then starts with the listener's congestion control and is set to its own
+// flow's after the hello. Flows that ask for ecn: off keep the default, so the
+// kernel declines theirs; allowed is what the host lets a listener set without
+// loading a module.
+func listenerCC(plan map[string]StreamFlow, allowed map[string]bool) string {
+	var ccs []string
+	for _, f := range plan {
+		if needsECN(f.CC) && f.ECN != ECNOff && allowed[f.CC] {
+			ccs = append(ccs, f.CC)
+		}
+	}
+	if len(ccs) == 0 {
+		return ""
+	}
+	// Any one of them makes the kernel accept every such SYN: the least by name,
+	// so that a run's listener is the same from run to run.
+	return slices.Min(ccs)
 }

@@ -239,3 +239,98 @@ func TestNegotiatedECNOfARealConnection(t *testing.T) {
 		})
 	}
 }
+
+// The listening socket runs a congestion control that needs ECN when a planned
+// flow does and does not refuse ECN, so that the kernel takes up the ECN of the
+// flow's ECT-marked SYN; one the host has not loaded is never set (root's
+// setsockopt would load it).
+func TestListenerCC(t *testing.T) {
+	allowed := map[string]bool{"reno": true, "cubic": true, "dctcp": true, "prague": true}
+	plan := func(flows ...StreamFlow) map[string]StreamFlow {
+		m := map[string]StreamFlow{}
+		for i, f := range flows {
+			m[FlowName(Download, i+1)] = f
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name    string
+		plan    map[string]StreamFlow
+		allowed map[string]bool
+		want    string
+	}{
+		{"no plan", nil, allowed, ""},
+		{"cubic only", plan(StreamFlow{CC: "cubic", ECN: ECNOn}, StreamFlow{}), allowed, ""},
+		{"dctcp asking nothing", plan(StreamFlow{CC: "dctcp"}), allowed, "dctcp"},
+		{"dctcp beside cubic", plan(StreamFlow{CC: "cubic"}, StreamFlow{CC: "dctcp", ECN: ECNOn}), allowed, "dctcp"},
+		{"dctcp asking for accecn", plan(StreamFlow{CC: "dctcp", ECN: ECNAccECN}), allowed, "dctcp"},
+		{"dctcp refusing ECN", plan(StreamFlow{CC: "dctcp", ECN: ECNOff}), allowed, ""},
+		{"dctcp not loaded", plan(StreamFlow{CC: "dctcp"}), map[string]bool{"cubic": true}, ""},
+		{"two that need it: the first by name", plan(StreamFlow{CC: "prague"}, StreamFlow{CC: "dctcp"}), allowed, "dctcp"},
+	} {
+		if got := listenerCC(c.plan, c.allowed); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// A flow of dctcp that asks for nothing is reported as one that asked for ECN:
+// without it dctcp runs as Reno, and nothing else would say so.
+func TestECNReportOfACCThatNeedsECN(t *testing.T) {
+	flows := []StreamFlow{{Name: "TCP download::1", CC: "dctcp"}, {Name: "TCP download::2", CC: "dctcp"},
+		{Name: "TCP download::3", CC: "cubic"}, {Name: "TCP download::4", CC: "dctcp", ECN: ECNOn}}
+	got := []string{ecnClassic, ecnNone, ecnNone, ecnClassic}
+	want := []ecnLine{
+		{msg: "tcp-streams: 1 flows run dctcp, which needs ECN, and negotiated ECN (RFC 3168) (TCP download::1)"},
+		{alert: true, msg: "tcp-streams: 1 flows run dctcp, which needs ECN, and negotiated no ECN (TCP download::2): dctcp runs as Reno without it; the server's listener runs dctcp so that its kernel takes up an ECT-marked SYN's ECN: the path cleared the handshake's ECN bits, or the server's agent predates that (ecn: on or accecn on the flows says more)"},
+		{msg: "tcp-streams: 1 flows asked for ecn: on and negotiated ECN (RFC 3168) (TCP download::4)"},
+	}
+	if lines := ecnReport(flows, got, "2"); !reflect.DeepEqual(lines, want) {
+		t.Errorf("lines:\n%+v\nwant\n%+v", lines, want)
+	}
+}
+
+// The listening socket runs the congestion control it was given, and streams
+// that ask for none, or for another, are served all the same.
+func TestListenerRunsItsCC(t *testing.T) {
+	allowed := hostCC()
+	if !allowed["reno"] {
+		t.Skip("reno, which every kernel has built in, is not listed in /proc/sys/net/ipv4/tcp_available_congestion_control")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got samples
+	l, err := listen(ctx, ListenSpec{Addr: "127.0.0.1", Token: "tok", Step: 0.05}, got.emit, allowed, "reno")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := l.ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc string
+	var serr error
+	rc.Control(func(fd uintptr) { cc, serr = linux.GetsockoptString(int(fd), linux.IPPROTO_TCP, linux.TCP_CONGESTION) })
+	if serr != nil || strings.TrimRight(cc, "\x00") != "reno" {
+		t.Errorf("the listening socket runs %q (%v), want reno", cc, serr)
+	}
+	if l.defaultCC == "" {
+		t.Error("no default congestion control read for the streams that ask for none")
+	}
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(ctx) }()
+	flows := []StreamFlow{{Name: "TCP download::1", Direction: Download}, {Name: "TCP download::2", Direction: Download, CC: "reno"}}
+	spec := StreamsSpec{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port())), Token: "tok", Step: 0.05, Duration: 0.2, Flows: flows}
+	if err := RunStreams(ctx, spec, got.emit); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flows {
+		if len(got.m[f.Name]) == 0 {
+			t.Errorf("%s: no samples", f.Name)
+		}
+	}
+}

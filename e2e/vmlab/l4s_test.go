@@ -32,6 +32,9 @@ import (
 //   - l4s_overload on mq+dualpi2, an ECT(1) flood at 1.2 times the line: the
 //     classic flow is not starved to zero (it moves in most steps) and the
 //     qdisc drops;
+//   - tcp_ndown with one dctcp and one cubic flow on mq+dualpi2, one tx queue,
+//     the hosts at net.ipv4.tcp_ecn 2: the dctcp flow negotiates ECN and is
+//     marked (a listener of the host's default would decline its ECT-marked SYN);
 //   - rate_steps under htb + dualpi2 stepping from 0.8 of the line to 0.2 and
 //     back: the rate went through the schedule, and the queue drained at it.
 func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, out string) {
@@ -62,6 +65,29 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 		add("mq+dualpi2+bql-1q", "l4s_coexist: the scalable flow is marked", rows["L4S download CE marks"] > 0,
 			"CE marks median %.1f/s, rate balance %.2f", rows["L4S download CE marks"], rows["rate balance"])
 
+		// DCTCP beside cubic, the hosts' net.ipv4.tcp_ecn left at 2: dctcp's SYN
+		// is ECT-marked, which Linux takes up only on a listener whose own
+		// congestion control needs ECN; the cubic flow asks for none.
+		for _, role := range []string{"client", "server"} {
+			guestSSH(t, inv, role, "modprobe tcp_dctcp")
+		}
+		r, rows := runOnce(t, invPath, inv, before, dir, "20", "tcp_ndown", "mq+dualpi2+bql-1q", "cc=dctcp,cubic", "download_streams=2")
+		// The streams' ECN lines (an alert among them, had it been refused).
+		var said []string
+		for _, e := range r.Events {
+			if strings.HasPrefix(e.Message, "tcp-streams: ") {
+				said = append(said, e.Message)
+			}
+		}
+		want := "tcp-streams: 1 flows run dctcp, which needs ECN, and negotiated ECN (RFC 3168) (TCP download::1)"
+		add("mq+dualpi2+bql-1q", "dctcp negotiates ECN at tcp_ecn 2", slices.Equal(said, []string{want}), "streams said %q", said)
+		add("mq+dualpi2+bql-1q", "dctcp's packets are ECN-marked", rows["Qdisc router:test0 ECN marks"] > 0,
+			"ECN marks median %.1f/s, drops %.1f/s (dctcp %.2f, cubic %.2f Mbit/s)", rows["Qdisc router:test0 ECN marks"],
+			rows["Qdisc router:test0 drops"], rows["TCP download::1"], rows["TCP download::2"])
+		for _, role := range []string{"client", "server"} {
+			guestSSH(t, inv, role, "rmmod tcp_dctcp || true")
+		}
+
 		_, rows = runOnce(t, invPath, inv, before, dir, "30", "l4s_coexist", "fq_codel+bql-1q")
 		l, c = probes(rows)
 		// Both probes are sparse flows of one fq_codel, behind one ring: a
@@ -69,7 +95,7 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 		add("fq_codel+bql-1q", "l4s_coexist: the two probes close", math.Abs(l-c) <= 0.25*math.Max(l, c),
 			"loaded medians %.2f and %.2f ms", l, c)
 
-		r, rows := runOnce(t, invPath, inv, before, dir, "30", "l4s_overload", "mq+dualpi2+bql", "flood_rate=12M")
+		r, rows = runOnce(t, invPath, inv, before, dir, "30", "l4s_overload", "mq+dualpi2+bql", "flood_rate=12M")
 		classic, drops := rows["TCP download::1"], rows["Qdisc router:test0 drops"]
 		// Not starved to zero, as the issue asks: how much it keeps depends on
 		// whether mq's hash put it in the flood's child (0.29 Mbit/s median in
