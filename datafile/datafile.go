@@ -255,6 +255,12 @@ type Sample struct {
 	Bytes int64   `json:"bytes,omitempty"` // tcp: payload bytes received in the interval
 	Seq   int     `json:"seq,omitempty"`   // ping: ICMP sequence number
 	Lost  bool    `json:"lost,omitempty"`  // ping: no reply came; V is meaningless
+	// UserStamp says, of a probe's round trip on a socket that has the kernel's
+	// stamps (the series' Timestamps), that a time of user space stood in for
+	// one of them: the stamp did not come, and the round trip then holds the
+	// prober's own wake-up or preemption. In Lost's padding, as N is: a Sample
+	// stays 48 bytes.
+	UserStamp bool `json:"user_stamp,omitempty"`
 	// N is, for a histogram series (sojourn), the packets in the bucket whose time
 	// V is, over the Dur seconds before T. Last, where it fits in Lost's padding: a
 	// Sample stays 48 bytes.

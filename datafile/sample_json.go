@@ -100,14 +100,19 @@ func parseSample(b []byte, x Sample) (_ Sample, ok bool) {
 				}
 				x.Seq = int(n)
 			}
-		case "lost":
+		case "lost", "user_stamp":
+			var v bool
 			switch string(val) {
 			case "true":
-				x.Lost = true
+				v = true
 			case "false":
-				x.Lost = false
 			default:
 				return x, false
+			}
+			if key[0] == 'l' {
+				x.Lost = v
+			} else {
+				x.UserStamp = v
 			}
 		default:
 			return x, false

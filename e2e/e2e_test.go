@@ -323,7 +323,7 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	if len(egress) == 0 {
 		t.Errorf("the run has no sojourn of the echo packets in the client's qdisc: %v", run.Events)
 	}
-	matched, worstDiff, waited := 0, 0.0, 0
+	matched, worstDiff, waited, userStamped := 0, 0.0, 0, 0
 	for _, s := range samples {
 		if s.Lost {
 			continue
@@ -350,12 +350,27 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 			}
 			continue
 		}
+		if diff > math.Max(0.5, 0.02*w) && s.UserStamp {
+			// The data file says a user-space time stood in for a kernel stamp
+			// that did not come (the run's warning counts them): such a sample
+			// holds the prober's own wake-up, which a loaded machine makes
+			// milliseconds. Allowed, and counted.
+			userStamped++
+			t.Logf("our echo seq %d: %.3f ms, the wire saw %.3f ms: a user-space time stood in for a kernel stamp", s.Seq, s.V, w)
+			continue
+		}
 		if diff > math.Max(0.5, 0.02*w) {
-			t.Errorf("our echo seq %d: %.3f ms, the wire saw %.3f ms (echoes waited up to %.3f ms in the client's qdisc then)", s.Seq, s.V, w, wait)
+			t.Errorf("our echo seq %d: %.3f ms, the wire saw %.3f ms (echoes waited up to %.3f ms in the client's qdisc then; user_stamp %v)", s.Seq, s.V, w, wait, s.UserStamp)
 		}
 	}
 	if waited*10 > matched {
 		t.Errorf("%d of %d samples were behind the client's own qdisc by more than 0.5 ms: its egress is no longer the ACKs' alone", waited, matched)
+	}
+	// Kernel stamps that do not come are rare (the first replies after the
+	// machine's receive stamping is switched on); a prober that often lacks them
+	// measures itself.
+	if userStamped*20 > matched {
+		t.Errorf("%d of %d samples were off the wire with a user-space time standing in for a kernel stamp: more than 1 in 20", userStamped, matched)
 	}
 	t.Logf("%d of our samples matched on the wire; largest difference %.3f ms", matched, worstDiff)
 	if matched < 50 {

@@ -109,13 +109,16 @@ func (pg *Pinger) Run(ctx context.Context, emit Emit) error {
 	sched := probeSchedule{start: start, interval: interval, count: count, deadline: deadline}
 	t, err := sched.run(ctx, pg.p.send, func(answered func()) error {
 		return pg.p.receive(func(r reply) {
-			emit(spec.Series, datafile.Sample{T: unix(r.at), V: float64(r.rtt) / float64(time.Millisecond), Seq: r.k})
+			user := false
 			if !r.kernelRX && pg.p.stamps.rx != "" {
 				fellBack[0]++
+				user = true
 			}
 			if !r.kernelTX && pg.p.stamps.tx {
 				fellBack[1]++
+				user = true
 			}
+			emit(spec.Series, datafile.Sample{T: unix(r.at), V: float64(r.rtt) / float64(time.Millisecond), Seq: r.k, UserStamp: user})
 			answered()
 		})
 	}, pg.p.stop)

@@ -733,15 +733,16 @@ func (u *udpProber) run(ctx context.Context) error {
 		return u.receive(func(a probeArrival) {
 			at := datafile.Unix(time.Unix(0, a.clientRX))
 			rtt, up, down, ok := probeDelays(a.clientTX, a.rep.serverRX, a.rep.serverTX, a.clientRX, spec.PeerOffset)
+			user := (!a.kernelRX && p.stamps.rx != "") || (!a.kernelTX && p.stamps.tx)
 			if ok {
-				u.env.Emit(rttName, datafile.Sample{T: at, V: rtt, Seq: a.k})
-				u.env.Emit(upName, datafile.Sample{T: at, V: up, Seq: a.k})
-				u.env.Emit(downName, datafile.Sample{T: at, V: down, Seq: a.k})
+				u.env.Emit(rttName, datafile.Sample{T: at, V: rtt, Seq: a.k, UserStamp: user})
+				u.env.Emit(upName, datafile.Sample{T: at, V: up, Seq: a.k, UserStamp: user})
+				u.env.Emit(downName, datafile.Sample{T: at, V: down, Seq: a.k, UserStamp: user})
 			} else {
 				// The server's times are not to be trusted: the client's span, with
 				// the server's hold in it, is the RTT, and there is no split.
 				t.inconsistent++
-				u.env.Emit(rttName, datafile.Sample{T: at, V: float64(a.clientRX-a.clientTX) / float64(time.Millisecond), Seq: a.k})
+				u.env.Emit(rttName, datafile.Sample{T: at, V: float64(a.clientRX-a.clientTX) / float64(time.Millisecond), Seq: a.k, UserStamp: user})
 			}
 			t.replies++
 			if a.k < t.maxSeq {
