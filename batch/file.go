@@ -266,7 +266,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 				return nil, fail(key+".params", "%v", err)
 			}
 			for si, s := range b.Setups {
-				if err := plan.CheckSetup(s); err != nil {
+				if err := plan.CheckSetup(s, qdisc.PathHasL4S(s, inv)); err != nil {
 					return nil, fail(key+".test", "%v", err)
 				}
 				if _, err := plan.SetupFor(s); err != nil {

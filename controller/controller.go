@@ -680,7 +680,7 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	if err := o.Check(); err != nil {
 		return "", err
 	}
-	if err := o.Plan.CheckSetup(o.Setup); err != nil {
+	if err := o.Plan.CheckSetup(o.Setup, qdisc.PathHasL4S(o.Setup, o.Inventory)); err != nil {
 		return "", err
 	}
 	// The sysctls the test's flows need (tcp_ecn for ecn:) are set as the

@@ -94,8 +94,9 @@ type target struct {
 
 // targets are the devices a run changes: every bottleneck with the setup, when the
 // setup changes them, and every path device with netem (the setup's, else the
-// inventory's). The path netem carries the name of the setup that gave it.
-func (o *Options) targets() ([]target, []string, error) {
+// inventory's), with the data file's record of that netem (nil for none). The
+// path netem carries the name of the setup that gave it.
+func (o *Options) targets() ([]target, *datafile.Path, error) {
 	inv := o.Inventory
 	var ts []target
 	s := o.Setup
@@ -107,28 +108,33 @@ func (o *Options) targets() ([]target, []string, error) {
 			ts = append(ts, target{host: b.Host, dev: b.Dev, setup: s})
 		}
 	}
-	var args []string
+	var args, l4s []string
 	source := ""
 	switch {
 	case s != nil && s.Netem != nil:
 		if len(inv.PathDevices) == 0 {
 			return nil, nil, fmt.Errorf("%s: setup %s sets netem:, and %s lists no path_devices: to put it on (devices off the bottleneck, e.g. path_devices: [{host: server, dev: eth1}])", s.Source, s.Name, inv.Path)
 		}
-		args, source = s.Netem, s.Source
+		args, l4s, source = s.Netem, s.NetemL4S, s.Source
 	case inv.Netem != nil:
 		a, err := qdisc.NetemArgs(inv.Netem, inv.Where("netem"))
+		if err == nil {
+			l4s, err = qdisc.NetemL4SArgs(inv.Netem, inv.Where("netem"))
+		}
 		if err != nil {
 			return nil, nil, err
 		}
 		args, source = a, inv.Where("netem")
 	}
+	var path *datafile.Path
 	if args != nil {
-		ps := qdisc.PathSetup("path", "netem "+strings.Join(args, " "), source, args)
+		ps := qdisc.PathSetup("path", qdisc.PathTitle(args, l4s), source, args, l4s)
 		for _, p := range inv.PathDevices {
 			ts = append(ts, target{host: p.Host, dev: p.Dev, setup: ps, path: true})
 		}
+		path = &datafile.Path{Netem: strings.Join(args, " "), L4S: strings.Join(l4s, " ")}
 	}
-	return ts, args, nil
+	return ts, path, nil
 }
 
 // withSchedule is the plan with the setup's rate schedule as a job on every
@@ -244,9 +250,7 @@ func (o *Options) applySetup(ctx context.Context, eps []*endpoint, ids map[strin
 	if s := o.Setup; s != nil {
 		rec.setup = &datafile.Setup{Name: s.Name, Title: s.Title, Source: s.Source}
 	}
-	if netem != nil {
-		rec.path = &datafile.Path{Netem: strings.Join(netem, " ")}
-	}
+	rec.path = netem
 	if sysctls {
 		for _, ep := range eps {
 			done, refused, err := o.Setup.ApplySysctls(ctx, ep, ep.host.Name)

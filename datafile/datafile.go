@@ -136,7 +136,10 @@ type Setup struct {
 
 // Path records the netem a run put on the path devices, off the bottleneck.
 type Path struct {
-	Netem   string        `json:"netem"` // tc's words after "netem"
+	Netem string `json:"netem"` // tc's words after "netem"
+	// L4S is tc's words after "netem" for the packets marked ECT(1) or CE, when
+	// they take a netem of their own.
+	L4S     string        `json:"l4s,omitempty"`
 	Devices []SetupDevice `json:"devices"`
 }
 

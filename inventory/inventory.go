@@ -111,6 +111,10 @@ type NetemSpec struct {
 	Reorder      string `yaml:"reorder,omitempty"`      // 1%, with delay
 	Rate         string `yaml:"rate,omitempty"`         // 100mbit
 	Limit        int    `yaml:"limit,omitempty"`        // packets netem holds (tc's default is 1000)
+	// L4S is the netem for packets marked ECT(1) or CE, the L4S identifier (RFC
+	// 9331), in place of this one's: so that a scalable flow and a classic flow
+	// cross paths of their own round trips (rtt_fair). Nil: one netem for all.
+	L4S *NetemSpec `yaml:"l4s,omitempty"`
 }
 
 // QdiscSpec is one qdisc: its kind and tc parameters (a flag has an empty value).

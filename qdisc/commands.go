@@ -112,6 +112,8 @@ func (s *Setup) commands(dev string, txQueues int) []Op {
 			ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "parent", fmt.Sprintf("1:%x", q), s.MQ.Kind}, s.MQ.args()...)...))
 		}
 	case s.Root == nil:
+	case s.L4SNetem != nil:
+		ops = append(ops, l4sPathOps(dev, s.Root.args(), s.L4SNetem.args())...)
 	case s.Rate != "":
 		ops = append(ops,
 			tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),

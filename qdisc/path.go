@@ -108,9 +108,45 @@ func NetemArgs(sp *inventory.NetemSpec, where string) ([]string, error) {
 	return a, nil
 }
 
-// PathSetup is what a run puts on one path device: netem at the root with args.
-func PathSetup(name, title, source string, args []string) *Setup {
-	return &Setup{Name: name, Title: title, Source: source, Root: &Qdisc{Kind: "netem", Args: args}}
+// NetemL4SArgs are NetemArgs of the spec's l4s: netem, nil when it has none.
+func NetemL4SArgs(sp *inventory.NetemSpec, where string) ([]string, error) {
+	if sp.L4S == nil {
+		return nil, nil
+	}
+	if sp.L4S.L4S != nil {
+		return nil, fmt.Errorf("%s.l4s.l4s: an l4s: netem is for the L4S packets already; give its keys (delay, loss, ...) directly", where)
+	}
+	return NetemArgs(sp.L4S, where+".l4s")
+}
+
+// PathSetup is what a run puts on one path device: netem at the root with args,
+// or, with l4s, two netems under a prio root, the packets marked ECT(1) or CE
+// taking l4s's (see Commands).
+func PathSetup(name, title, source string, args, l4s []string) *Setup {
+	s := &Setup{Name: name, Title: title, Source: source, Root: &Qdisc{Kind: "netem", Args: args}}
+	if l4s != nil {
+		s.L4SNetem = &Qdisc{Kind: "netem", Args: l4s}
+	}
+	return s
+}
+
+// PathHasL4S says whether a run of setup s (nil: none) on inv gives the L4S
+// packets a netem of their own: the setup's netem when it has one, else the
+// inventory's.
+func PathHasL4S(s *Setup, inv *inventory.Inventory) bool {
+	if s != nil && s.Netem != nil {
+		return s.NetemL4S != nil
+	}
+	return inv != nil && inv.Netem != nil && inv.Netem.L4S != nil
+}
+
+// PathTitle says what a path setup puts on the path devices.
+func PathTitle(args, l4s []string) string {
+	t := "netem " + strings.Join(args, " ")
+	if l4s != nil {
+		t += "; for ECT(1) and CE: netem " + strings.Join(l4s, " ")
+	}
+	return t
 }
 
 // PathCommands are what the setup puts on each path device (dev), none when it
@@ -119,7 +155,36 @@ func (s *Setup) PathCommands(dev string) []Op {
 	if s.Netem == nil {
 		return nil
 	}
-	return PathSetup("path", "", "", s.Netem).Commands(dev, 1)
+	return PathSetup("path", "", "", s.Netem, s.NetemL4S).Commands(dev, 1)
+}
+
+// The packets a path device's L4S netem takes: those whose ECN field's low bit
+// is set, ECT(1) (01) and CE (11), by u32 on the IPv4 TOS byte and the IPv6
+// traffic class. A classic flow's CE (10 marked 11 on the way) would match too;
+// the path devices come before the bottleneck that marks, on the data's way.
+// prio's priomap sends everything else to its second band; two bands, each with
+// its netem, are two delay lines side by side (netem releases a packet when its
+// time comes, and a path device is not a bottleneck, so the bands' strict
+// priority has nothing to hold back).
+const (
+	l4sBand     = "1:1"
+	classicBand = "1:2"
+)
+
+// l4sPathOps builds that tree on dev: args for the classic band, l4s for the L4S one.
+func l4sPathOps(dev string, args, l4s []string) []Op {
+	tc := func(args ...string) Op { return Op{Argv: append([]string{"tc"}, args...)} }
+	priomap := []string{"priomap"}
+	for range 16 {
+		priomap = append(priomap, "1")
+	}
+	return []Op{
+		tc(append([]string{"qdisc", "replace", "dev", dev, "root", "handle", "1:", "prio", "bands", "2"}, priomap...)...),
+		tc(append([]string{"qdisc", "replace", "dev", dev, "parent", l4sBand, "handle", "10:", "netem"}, l4s...)...),
+		tc(append([]string{"qdisc", "replace", "dev", dev, "parent", classicBand, "handle", "20:", "netem"}, args...)...),
+		tc("filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "tos", "0x01", "0x01", "flowid", l4sBand),
+		tc("filter", "replace", "dev", dev, "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match", "ip6", "priority", "0x01", "0x01", "flowid", l4sBand),
+	}
 }
 
 // ingressCommands make dev's IFB, shape on it and redirect dev's ingress to it.

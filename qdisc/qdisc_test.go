@@ -267,6 +267,26 @@ func TestIngressAndNetemSetups(t *testing.T) {
 	if s.Root != nil || s.Ingress == nil || strings.Join(s.Kinds(), ",") != "ingress,cake" || !s.TouchesBottleneck() {
 		t.Errorf("cake-ingress: %+v kinds %v", s, s.Kinds())
 	}
+	s = mustSetup(t, "dualpi2-rtt")
+	if strings.Join(s.Netem, " ") != "limit 10000 delay 25ms" || strings.Join(s.NetemL4S, " ") != "limit 10000 delay 5ms" ||
+		strings.Join(s.Kinds(), ",") != "mq,dualpi2,netem,prio" || !PathHasL4S(s, inv) || PathHasL4S(mustSetup(t, "rtt-only"), inv) {
+		t.Errorf("dualpi2-rtt: netem %q, l4s %q, kinds %v", s.Netem, s.NetemL4S, s.Kinds())
+	}
+	if PathHasL4S(nil, inv) || !PathHasL4S(nil, &inventory.Inventory{Netem: &inventory.NetemSpec{Delay: "1ms", L4S: &inventory.NetemSpec{Delay: "2ms"}}}) {
+		t.Error("PathHasL4S of an inventory's netem")
+	}
+	ps := PathSetup("path", PathTitle(s.Netem, s.NetemL4S), "", s.Netem, s.NetemL4S)
+	if k := strings.Join(ps.Kinds(), ","); k != "prio,netem,netem" || ps.Title != "netem limit 10000 delay 25ms; for ECT(1) and CE: netem limit 10000 delay 5ms" {
+		t.Errorf("path setup: kinds %s, title %q", k, ps.Title)
+	}
+	if _, err := NetemL4SArgs(&inventory.NetemSpec{Delay: "1ms", L4S: &inventory.NetemSpec{Delay: "2ms", L4S: &inventory.NetemSpec{Delay: "3ms"}}}, "hosts.yaml:3: netem"); err == nil ||
+		!strings.HasPrefix(err.Error(), "hosts.yaml:3: netem.l4s.l4s: ") {
+		t.Errorf("an l4s inside an l4s: %v", err)
+	}
+	if _, err := NetemL4SArgs(&inventory.NetemSpec{Delay: "1ms", L4S: &inventory.NetemSpec{Delay: "2"}}, "hosts.yaml:3: netem"); err == nil ||
+		!strings.HasPrefix(err.Error(), "hosts.yaml:3: netem.l4s.delay: ") {
+		t.Errorf("a bad l4s delay: %v", err)
+	}
 	if got := IFBName("enp129s0f0np0"); got != "ifb4enp129s0f0n" || len(got) != 15 {
 		t.Errorf("IFB name %q", got)
 	}

@@ -37,8 +37,12 @@ type Setup struct {
 	// Ingress shapes the bottleneck's ingress on an IFB.
 	Ingress *Ingress
 	// Netem is tc's words after "netem" for the inventory's path devices, nil for
-	// none (the inventory's own netem: then applies, if any).
-	Netem []string
+	// none (the inventory's own netem: then applies, if any); NetemL4S those for
+	// the packets marked ECT(1) or CE, nil when they take Netem's.
+	Netem, NetemL4S []string
+	// L4SNetem is, in a path device's setup (PathSetup), the netem of the
+	// packets marked ECT(1) or CE, beside Root's for the others.
+	L4SNetem *Qdisc
 	// RateSchedule changes Rate during each run, in time order.
 	RateSchedule []RateStep
 	Builtin      bool
@@ -256,6 +260,9 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 			return nil, err
 		}
 		s.Netem = args
+		if s.NetemL4S, err = NetemL4SArgs(sp.Netem, fmt.Sprintf("%s: setup %s: netem", source, name)); err != nil {
+			return nil, err
+		}
 	}
 	if sp.Root == nil && sp.MQ == nil {
 		if sp.Rate != "" && sp.Rate != needsRate {
@@ -367,6 +374,8 @@ func (s *Setup) Kinds() []string {
 		k = []string{"mq", s.MQ.Kind}
 	case s.Root != nil && s.Rate != "":
 		k = []string{"htb", s.Root.Kind}
+	case s.L4SNetem != nil:
+		k = []string{"prio", s.L4SNetem.Kind, s.Root.Kind}
 	case s.Root != nil:
 		k = []string{s.Root.Kind}
 	}
@@ -379,6 +388,9 @@ func (s *Setup) Kinds() []string {
 	}
 	if s.Netem != nil {
 		k = append(k, "netem")
+		if s.NetemL4S != nil {
+			k = append(k, "prio")
+		}
 	}
 	return k
 }

@@ -1038,6 +1038,16 @@ func (s *Setup) verifyRoot(now *State) error {
 			return fmt.Errorf("%d %s qdiscs under mq for %d tx queues", n, s.MQ.Kind, now.TxQueues)
 		}
 	}
+	if s.L4SNetem != nil {
+		for _, band := range []string{l4sBand, classicBand} {
+			if !slices.ContainsFunc(now.Qdiscs, func(q TCQdisc) bool { return q.Parent == band && q.Kind == "netem" }) {
+				return fmt.Errorf("no netem under prio band %s", band)
+			}
+		}
+		if !slices.ContainsFunc(now.Filters, func(f Filter) bool { return f.Parent == "1:" && strings.Contains(f.Spec, "flowid "+l4sBand) }) {
+			return fmt.Errorf("no filter sends packets to prio band %s, the L4S packets' netem", l4sBand)
+		}
+	}
 	if s.Rate != "" {
 		found := false
 		for _, q := range now.Qdiscs {

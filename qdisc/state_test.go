@@ -145,3 +145,46 @@ func TestUnlistableFiltersRefused(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// A path device given a netem for the L4S packets is checked for what the kernel
+// shows: prio at the root, a netem under each band, and the filter that sends
+// packets to the L4S band. Restoring deletes the root, and the filters with it.
+func TestVerifyL4SPath(t *testing.T) {
+	s := PathSetup("path", "", "", []string{"delay", "25ms"}, []string{"delay", "5ms"})
+	ops := Script(s.Commands("eth1", 1))
+	want := `tc qdisc replace dev eth1 root handle 1: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1
+tc qdisc replace dev eth1 parent 1:1 handle 10: netem delay 5ms
+tc qdisc replace dev eth1 parent 1:2 handle 20: netem delay 25ms
+tc filter replace dev eth1 parent 1: protocol ip prio 1 u32 match ip tos 0x01 0x01 flowid 1:1
+tc filter replace dev eth1 parent 1: protocol ipv6 prio 2 u32 match ip6 priority 0x01 0x01 flowid 1:1
+`
+	if ops != want {
+		t.Errorf("commands:\n%s\nwant\n%s", ops, want)
+	}
+	applied := func(filters ...Filter) *State {
+		return &State{Host: "h", Dev: "eth1", TxQueues: 1, Filters: filters, Qdiscs: []TCQdisc{
+			{Kind: "prio", Handle: "1:", Root: true},
+			{Kind: "netem", Handle: "10:", Parent: "1:1"},
+			{Kind: "netem", Handle: "20:", Parent: "1:2"},
+		}}
+	}
+	// As iproute2 prints a u32 filter: a line per hash table and key, then the match.
+	filter := Filter{Parent: "1:", Spec: "filter protocol ip pref 1 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:1 not_in_hw \n  match 00010000/00010000 at 0"}
+	if err := s.verify(applied(filter)); err != nil {
+		t.Errorf("as applied: %v", err)
+	}
+	if err := s.verify(applied()); err == nil || !strings.Contains(err.Error(), "no filter sends packets to prio band 1:1") {
+		t.Errorf("without its filter: %v", err)
+	}
+	st := applied(filter)
+	st.Qdiscs = st.Qdiscs[:2]
+	if err := s.verify(st); err == nil || !strings.Contains(err.Error(), "no netem under prio band 1:2") {
+		t.Errorf("without the classic band's netem: %v", err)
+	}
+	// Back to the kernel's default: the root goes, with its filters.
+	before := &State{Host: "h", Dev: "eth1", TxQueues: 1, Qdiscs: []TCQdisc{{Kind: "noqueue", Handle: "0:", Root: true}}}
+	restore, err := before.restoreOps(applied(filter))
+	if err != nil || len(restore) != 1 || restore[0].Shell() != "tc qdisc del dev eth1 root" {
+		t.Errorf("restore: %v %+v", err, restore)
+	}
+}

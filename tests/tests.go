@@ -241,18 +241,28 @@ func Parse(name string, data []byte) (*Definition, error) {
 }
 
 // NeedsRateSchedule is a test's need of a setup whose shaper's rate changes on
-// a schedule (its rate_schedule:).
-const NeedsRateSchedule = "rate_schedule"
+// a schedule (its rate_schedule:); NeedsL4SPath of a path whose netem gives the
+// packets marked ECT(1) or CE a netem of their own (netem: {l4s: ...}).
+const (
+	NeedsRateSchedule = "rate_schedule"
+	NeedsL4SPath      = "l4s_path"
+)
 
-// CheckSetup says whether setup s (nil: none) gives the plan's test what it needs.
-func (p *Plan) CheckSetup(s *qdisc.Setup) error {
+// CheckSetup says whether setup s (nil: none) gives the plan's test what it
+// needs; l4sPath says the run's path emulation (the setup's, else the
+// inventory's) has an l4s: netem (qdisc.PathHasL4S).
+func (p *Plan) CheckSetup(s *qdisc.Setup, l4sPath bool) error {
+	what := "a run without a setup has none"
+	if s != nil {
+		what = fmt.Sprintf("setup %s (%s) has none", s.Name, s.Source)
+	}
 	for _, n := range p.Needs {
-		if n == NeedsRateSchedule && (s == nil || len(s.RateSchedule) == 0) {
-			what := "a run without a setup has none"
-			if s != nil {
-				what = fmt.Sprintf("setup %s (%s) has none", s.Name, s.Source)
-			}
+		switch {
+		case n == NeedsRateSchedule && (s == nil || len(s.RateSchedule) == 0):
 			return fmt.Errorf("test %s needs a setup with a rate_schedule: (the rates the bottleneck's shaper steps through during the run), and %s: give it one, e.g. setups: {steps: {rate: 50mbit, root: {kind: fq_codel}, rate_schedule: [{at: 10s, rate: 25mbit}, {at: 20s, rate: 5mbit}, {at: 30s, rate: 50mbit}]}} (docs/setups.md)",
+				p.Test, what)
+		case n == NeedsL4SPath && !l4sPath:
+			return fmt.Errorf("test %s needs path emulation that gives the L4S packets (ECT(1), CE) a round trip of their own, and neither the setup's netem: nor the inventory's has an l4s: (%s): give one, e.g. setups: {dualpi2-rtt: {extends: mq+dualpi2, netem: {delay: 5ms, l4s: {delay: 20ms}}}} with path_devices: in the inventory (docs/setups.md)",
 				p.Test, what)
 		}
 	}
@@ -262,8 +272,8 @@ func (p *Plan) CheckSetup(s *qdisc.Setup) error {
 // check checks the jobs against the registry and the parameters.
 func (d *Definition) check() error {
 	for i, n := range d.Needs {
-		if n != NeedsRateSchedule {
-			return fmt.Errorf("%s: needs[%d] %q: a test can need %s", d.Source, i, n, NeedsRateSchedule)
+		if n != NeedsRateSchedule && n != NeedsL4SPath {
+			return fmt.Errorf("%s: needs[%d] %q: a test can need %s or %s", d.Source, i, n, NeedsRateSchedule, NeedsL4SPath)
 		}
 	}
 	kinds := runners.Kinds()

@@ -313,6 +313,35 @@ func TestRemoveSampler(t *testing.T) {
 	}
 }
 
+// l4s_rtt_fair needs a path whose netem has l4s:, the setup's or the
+// inventory's (the caller says which, qdisc.PathHasL4S), and says so before a
+// run; its jobs are l4s_coexist's.
+func TestNeedsL4SPath(t *testing.T) {
+	d, err := Get("l4s_rtt_fair")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dualpi2 := &qdisc.Setup{Name: "mq+dualpi2", Source: "built-in", MQ: &qdisc.Qdisc{Kind: "dualpi2"}}
+	for _, s := range []*qdisc.Setup{nil, dualpi2} {
+		err := p.CheckSetup(s, false)
+		if err == nil || !strings.Contains(err.Error(), "test l4s_rtt_fair needs path emulation that gives the L4S packets (ECT(1), CE) a round trip of their own") {
+			t.Errorf("setup %v, no l4s path: %v", s, err)
+		}
+		if err := p.CheckSetup(s, true); err != nil {
+			t.Errorf("setup %v with an l4s path: %v", s, err)
+		}
+	}
+	parent, _ := Get("l4s_coexist")
+	pp, _ := parent.Resolve(nil)
+	if len(p.Jobs) != len(pp.Jobs) || len(p.Aggregates) != len(pp.Aggregates) {
+		t.Errorf("l4s_rtt_fair has %d jobs and %d aggregates, l4s_coexist %d and %d", len(p.Jobs), len(p.Aggregates), len(pp.Jobs), len(pp.Aggregates))
+	}
+}
+
 // rate_steps needs a setup with a rate schedule, and says so before a run;
 // a test can need nothing else.
 func TestNeedsRateSchedule(t *testing.T) {
@@ -324,21 +353,21 @@ func TestNeedsRateSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.CheckSetup(nil); err == nil || !strings.Contains(err.Error(), "test rate_steps needs a setup with a rate_schedule:") {
+	if err := p.CheckSetup(nil, false); err == nil || !strings.Contains(err.Error(), "test rate_steps needs a setup with a rate_schedule:") {
 		t.Errorf("no setup: %v", err)
 	}
 	plain := &qdisc.Setup{Name: "fq_codel", Source: "built-in", Root: &qdisc.Qdisc{Kind: "fq_codel"}}
-	if err := p.CheckSetup(plain); err == nil || !strings.Contains(err.Error(), "setup fq_codel (built-in) has none") {
+	if err := p.CheckSetup(plain, false); err == nil || !strings.Contains(err.Error(), "setup fq_codel (built-in) has none") {
 		t.Errorf("a setup without a schedule: %v", err)
 	}
 	steps := &qdisc.Setup{Name: "steps", Rate: "50mbit", Root: &qdisc.Qdisc{Kind: "fq_codel"}, RateSchedule: []qdisc.RateStep{{At: time.Second, Rate: "5mbit", Bits: 5e6}}}
-	if err := p.CheckSetup(steps); err != nil {
+	if err := p.CheckSetup(steps, false); err != nil {
 		t.Error(err)
 	}
 	// The jobs are l4s_coexist's.
 	parent, _ := Get("l4s_coexist")
 	pp, _ := parent.Resolve(nil)
-	if len(p.Jobs) != len(pp.Jobs) || pp.CheckSetup(nil) != nil {
+	if len(p.Jobs) != len(pp.Jobs) || pp.CheckSetup(nil, false) != nil {
 		t.Errorf("rate_steps has %d jobs, l4s_coexist %d", len(p.Jobs), len(pp.Jobs))
 	}
 	if _, err := Parse("tests/x/test.yaml", []byte("name: x\nneeds: [a_faster_link]\njobs: [{name: p, kind: ping, host: client, target: server}]\n")); err == nil || !strings.Contains(err.Error(), `needs[0] "a_faster_link"`) {

@@ -219,12 +219,12 @@ func runAction(ctx context.Context, c *cli.Command) error {
 	// A test that needs something of its setup is refused before any host is
 	// touched, for every setup of the command (or for none).
 	if len(setups) == 0 {
-		if err := plan.CheckSetup(nil); err != nil {
+		if err := plan.CheckSetup(nil, qdisc.PathHasL4S(nil, o.Inventory)); err != nil {
 			return err
 		}
 	}
 	for _, s := range setups {
-		if err := plan.CheckSetup(s); err != nil {
+		if err := plan.CheckSetup(s, qdisc.PathHasL4S(s, o.Inventory)); err != nil {
 			return err
 		}
 		if _, err := plan.SetupFor(s); err != nil {

@@ -139,6 +139,47 @@ func TestVMLabPath(t *testing.T) {
 	pf, fq := loaded["pfifo_fast+bql"], loaded["fq_codel+bql"]
 	add("fq_codel+bql", "loaded ping far below pfifo_fast's", fq-pathRTT < (pf-pathRTT)/4, "median %.1f ms vs %.1f ms (path %.0f ms)", fq, pf, pathRTT)
 
+	// l4s_rtt_fair: the L4S packets (ECT(1), CE) on a path of their own, 10 ms
+	// against the classic packets' 50 (a prio root with a netem per band on both
+	// path devices, u32 sending the ECT(1) and CE packets to the first). The
+	// class probes mark their requests and replies alike, so each sees its
+	// class's round trip, idle; the guests and the path devices are as found after.
+	const l4sRTT = 10.0
+	addSetup(t, invPath, "dualpi2-rtt", &inventory.SetupSpec{Extends: "mq+dualpi2+bql", Params: map[string]string{"min_qlen_step": "1"},
+		Netem: &inventory.NetemSpec{Delay: "25000us", Limit: 10000, L4S: &inventory.NetemSpec{Delay: "5000us", Limit: 10000}}})
+	began := time.Now()
+	fairDir := filepath.Join(out, "l4s_rtt_fair")
+	stdout, stderr, err = bb(t, 10*time.Minute, "run", "-H", invPath, "-l", "30", "-d", "5", "-o", fairDir, "--setup", "dualpi2-rtt", "l4s_rtt_fair")
+	if err != nil {
+		t.Fatalf("l4s_rtt_fair: %v\n%s\n%s", err, stdout, stderr)
+	}
+	t.Logf("l4s_rtt_fair with dualpi2-rtt took %v:\n%s", time.Since(began).Round(time.Second), stdout)
+	if after := guestState(t, inv) + pathState(t, inv); after != before {
+		t.Errorf("after l4s_rtt_fair the guests are not as they were:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	paths, _ = filepath.Glob(filepath.Join(fairDir, "*.bb.json.gz"))
+	if len(paths) != 1 {
+		t.Fatalf("l4s_rtt_fair: data files %v", paths)
+	}
+	r, err := datafile.Read(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Metadata.Path
+	ok := p != nil && len(p.Devices) == 2 && p.Netem == "limit 10000 delay 25000us" && p.L4S == "limit 10000 delay 5000us"
+	for i := 0; ok && i < len(p.Devices); i++ {
+		rb := string(p.Devices[i].ReadBack)
+		ok = strings.Count(rb, `"kind":"netem"`) == 2 && strings.Contains(rb, `"kind":"prio"`)
+	}
+	add("dualpi2-rtt", "l4s_rtt_fair: a netem per class on the path (kernel's read-back)", ok, "path %+v", p)
+	rows := summaryRows(t, paths[0])
+	l, c := rows["Ping (ms) UDP L4S RTT idle"], rows["Ping (ms) UDP classic RTT idle"]
+	add("dualpi2-rtt", "l4s_rtt_fair: the L4S probe's idle RTT is its path's plus the lab's own", l >= l4sRTT-0.5 && l <= l4sRTT+base+2,
+		"median %.2f ms over a %.0f ms path; the lab's own %.2f ms", l, l4sRTT, base)
+	add("dualpi2-rtt", "l4s_rtt_fair: the classic probe's idle RTT is its path's plus the lab's own", c >= pathRTT-0.5 && c <= pathRTT+base+2,
+		"median %.2f ms over a %.0f ms path; rate balance %.2f (TCP %.2f, L4S %.2f Mbit/s, %.1f CE marks/s)", c, pathRTT,
+		rows["rate balance"], rows["TCP download::1"], rows["L4S download"], rows["L4S download CE marks"])
+
 	t.Logf("VM lab path checks (tcp_4down, 20 s, line rate %.0f Mbit/s, path RTT %.0f ms):\n%s", rate/1e6, pathRTT, checks.String())
 }
 
