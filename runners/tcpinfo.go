@@ -17,10 +17,14 @@ const KindTCPInfo = "tcpinfo"
 
 // tcpInfoStats are the statistics read, with their units: the smoothed round
 // trip and its variation, the congestion window, the segments retransmitted in
-// the step, and the kernel's delivery and pacing rates.
+// the step, the kernel's delivery and pacing rates, and the segments delivered
+// in the step that the receiver's ECN feedback said were CE-marked
+// (tcpi_delivered_ce: exact with Accurate ECN, whose ACKs count the marks; with
+// RFC 3168's ECN every segment acknowledged while ECE is echoed counts, until
+// the sender's CWR, so it over-counts the marks).
 var tcpInfoStats = []struct{ stat, units string }{
 	{"srtt", "ms"}, {"rttvar", "ms"}, {"cwnd", "packets"}, {"retransmits", "packets"},
-	{"delivery_rate", "Mbits/s"}, {"pacing_rate", "Mbits/s"},
+	{"delivery_rate", "Mbits/s"}, {"pacing_rate", "Mbits/s"}, {"delivered_ce", "packets"},
 }
 
 // TCPInfoSeries names a flow's TCP_INFO series: "TCP download::1 srtt".
@@ -60,7 +64,7 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 	}
 	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
 	defer tick.Stop()
-	var lastRetrans uint32
+	var lastRetrans, lastCE uint32
 	first := true
 	for {
 		select {
@@ -76,11 +80,13 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 			return // the stream ended and closed its socket
 		}
 		now := unix(time.Now())
-		retrans := info.Total_retrans - lastRetrans
+		// Counters: what the step added (the first step, all since the connection
+		// began, the handshake included).
+		retrans, ce := info.Total_retrans-lastRetrans, info.Delivered_ce-lastCE
 		if first {
-			retrans, first = info.Total_retrans, false
+			retrans, ce, first = info.Total_retrans, info.Delivered_ce, false
 		}
-		lastRetrans = info.Total_retrans
+		lastRetrans, lastCE = info.Total_retrans, info.Delivered_ce
 		values := map[string]float64{
 			"srtt":          float64(info.Rtt) / 1e3,
 			"rttvar":        float64(info.Rttvar) / 1e3,
@@ -88,6 +94,7 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 			"retransmits":   float64(retrans),
 			"delivery_rate": float64(info.Delivery_rate) * 8 / 1e6,
 			"pacing_rate":   pacingRate(info.Pacing_rate),
+			"delivered_ce":  float64(ce),
 		}
 		for _, s := range tcpInfoStats {
 			env.Emit(TCPInfoSeries(flow, s.stat), datafile.Sample{T: now, V: values[s.stat]})

@@ -94,7 +94,7 @@ func TestTCPInfoAndMarksThroughTheKinds(t *testing.T) {
 		host string
 	}{{&server, "TCP download EF", "srv"}, {&client, "TCP upload::1", "cli"}} {
 		c.env.mu.Lock()
-		for _, stat := range []string{"srtt", "rttvar", "cwnd", "retransmits", "delivery_rate", "pacing_rate"} {
+		for _, stat := range []string{"srtt", "rttvar", "cwnd", "retransmits", "delivery_rate", "pacing_rate", "delivered_ce"} {
 			name := TCPInfoSeries(c.flow, stat)
 			se, ok := c.env.declared[name]
 			if !ok || se.Kind != KindTCPInfo || se.Host != c.host || se.Stat != stat {

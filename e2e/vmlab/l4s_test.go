@@ -71,7 +71,7 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 		for _, role := range []string{"client", "server"} {
 			guestSSH(t, inv, role, "modprobe tcp_dctcp")
 		}
-		r, rows := runOnce(t, invPath, inv, before, dir, "20", "tcp_ndown", "mq+dualpi2+bql-1q", "cc=dctcp,cubic", "download_streams=2")
+		r, rows := runOnce(t, invPath, inv, before, dir, "20", "tcp_ndown", "mq+dualpi2+bql-1q", "cc=dctcp,cubic", "download_streams=2", "tcp_info=true")
 		// The streams' ECN lines (an alert among them, had it been refused).
 		var said []string
 		for _, e := range r.Events {
@@ -81,9 +81,14 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 		}
 		want := "tcp-streams: 1 flows run dctcp, which needs ECN, and negotiated ECN (RFC 3168) (TCP download::1)"
 		add("mq+dualpi2+bql-1q", "dctcp negotiates ECN at tcp_ecn 2", slices.Equal(said, []string{want}), "streams said %q", said)
-		add("mq+dualpi2+bql-1q", "dctcp's packets are ECN-marked", rows["Qdisc router:test0 ECN marks"] > 0,
-			"ECN marks median %.1f/s, drops %.1f/s (dctcp %.2f, cubic %.2f Mbit/s)", rows["Qdisc router:test0 ECN marks"],
-			rows["Qdisc router:test0 drops"], rows["TCP download::1"], rows["TCP download::2"])
+		// The marks dctcp's own connection counted (tcp_info), beside the qdisc's.
+		var ce float64
+		for _, x := range r.Samples["TCP download::1 delivered_ce"] {
+			ce += x.V
+		}
+		add("mq+dualpi2+bql-1q", "dctcp's packets are ECN-marked", rows["Qdisc router:test0 ECN marks"] > 0 && ce > 0,
+			"ECN marks median %.1f/s, drops %.1f/s; dctcp's connection counted %.0f CE-marked deliveries (dctcp %.2f, cubic %.2f Mbit/s)",
+			rows["Qdisc router:test0 ECN marks"], rows["Qdisc router:test0 drops"], ce, rows["TCP download::1"], rows["TCP download::2"])
 		for _, role := range []string{"client", "server"} {
 			guestSSH(t, inv, role, "rmmod tcp_dctcp || true")
 		}
