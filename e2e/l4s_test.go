@@ -71,17 +71,24 @@ func TestL4SCoexistOnTheLocalLab(t *testing.T) {
 
 	// The wire. Probes are 56-byte datagrams from the client to the echo's port,
 	// a socket (a source port) a probe job; the flow's data 1470 bytes from the
-	// server; the feedback 48 bytes back. tcpdump takes packets from the kernel a
+	// server; the feedback 56 bytes back. tcpdump takes packets from the kernel a
 	// block at a time (no --immediate-mode): it is stopped once the file holds
 	// every probe the server counted and every datagram the sink did, or after
 	// 10 s (the checks below then say what is missing), and read once more after.
+	// The feedback carries the flow's ECT(1) too, and a probe's size: it goes
+	// to the flow's port, which the flow's data comes from.
 	count := func() (l4s, data int) {
-		for _, p := range readCapture(t, pcap) {
-			switch {
-			case p.src == clientIP && p.payloadLen == 56 && p.tos&3 == 1:
-				l4s++
-			case p.src == serverIP && p.payloadLen == 1470:
+		pkts := readCapture(t, pcap)
+		flowPorts := map[int]bool{}
+		for _, p := range pkts {
+			if p.src == serverIP && p.payloadLen == 1470 {
+				flowPorts[p.sport] = true
 				data++
+			}
+		}
+		for _, p := range pkts {
+			if p.src == clientIP && p.payloadLen == 56 && p.tos&3 == 1 && !flowPorts[p.dport] {
+				l4s++
 			}
 		}
 		return l4s, data
@@ -103,7 +110,7 @@ func TestL4SCoexistOnTheLocalLab(t *testing.T) {
 	pkts := readCapture(t, pcap)
 	probes := map[int]map[int]int{} // source port: codepoint: packets
 	var data, feedback int
-	dataECN := map[int]int{}
+	dataECN, feedbackECN := map[int]int{}, map[int]int{}
 	// The feedback is as big as a probe (56 bytes): it is told by going to the
 	// scalable flow's port.
 	flowPorts := map[int]bool{}
@@ -116,6 +123,7 @@ func TestL4SCoexistOnTheLocalLab(t *testing.T) {
 		switch {
 		case p.src == clientIP && p.payloadLen == 56 && flowPorts[p.dport]:
 			feedback++
+			feedbackECN[p.tos&3]++
 		case p.src == clientIP && p.payloadLen == 56:
 			if probes[p.sport] == nil {
 				probes[p.sport] = map[int]int{}
@@ -146,6 +154,11 @@ func TestL4SCoexistOnTheLocalLab(t *testing.T) {
 	}
 	if feedback < data/3 {
 		t.Errorf("%d feedback datagrams for %d data: want one for every second", feedback, data)
+	}
+	// The feedback carries the flow's codepoint: a path or a queue that sorts
+	// the flow's packets by their marks sorts its feedback alike.
+	if feedbackECN[1] != feedback {
+		t.Errorf("the feedback left the client %v (codepoint: packets): want it all ECT(1), as the flow's data", feedbackECN)
 	}
 
 	// The censuses: the echo counted the L4S probes ECT(1), as many as left the

@@ -330,6 +330,10 @@ type sinkFlow struct {
 	// ecn counts data datagrams by the codepoint they arrived with: since the
 	// last sample, and the whole flow.
 	ecn, ecnAll ecnCensus
+	// mark is the TOS byte the flow's feedback carries: its data's as last
+	// seen not CE-marked (so the flow's own codepoint, ECT(1) for an L4S
+	// flow), -1 until one comes.
+	mark int
 }
 
 func listenSink(ctx context.Context, spec JobSpec, env Env) (*udpSink, error) {
@@ -402,6 +406,8 @@ func (s *udpSink) run(ctx context.Context) error {
 // receive counts datagrams until the socket is closed.
 func (s *udpSink) receive(ctx context.Context) error {
 	buf, oob, reply := make([]byte, 1<<16), make([]byte, 128), make([]byte, 0, udpFeedbackSize)
+	// The socket's TOS, set when a feedback needs another.
+	curTOS, curV4 := -1, false
 	for {
 		n, oobn, _, from, err := s.pc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -413,9 +419,15 @@ func (s *udpSink) receive(ctx context.Context) error {
 		if n < udpFloodHeader || subtle.ConstantTimeCompare(buf[:udpFloodKeySize], s.key[:]) != 1 {
 			continue // not one of ours
 		}
-		if fb := s.take(time.Now(), from, buf[:n], rxTOS(oob[:oobn]), reply[:0]); len(fb) > 0 {
+		if fb, mark := s.take(time.Now(), from, buf[:n], rxTOS(oob[:oobn]), reply[:0]); len(fb) > 0 {
 			if rx, ok := rxStamp(oob[:oobn]); ok {
 				setFeedbackHeld(fb, rx)
+			}
+			if v4 := isV4(from.Addr()); mark >= 0 && (mark != curTOS || v4 != curV4) {
+				// Unmarked when it cannot be set: the feedback still counts.
+				if setTOS(s.pc, v4, mark) == nil {
+					curTOS, curV4 = mark, v4
+				}
 			}
 			// A failed send is a lost feedback, which the sender survives.
 			s.pc.WriteToUDPAddrPort(fb, from)
@@ -487,8 +499,11 @@ func ecnSeriesSuffix(cp int) string {
 // take counts one datagram with the right key; tos is the byte it arrived with
 // (-1: the kernel did not say). For a scalable flow's data it returns the
 // feedback to send back, appended to fb (udpscalable.go): for every second
-// datagram and every CE-marked one.
-func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int, fb []byte) []byte {
+// datagram and every CE-marked one; and the TOS byte to mark it with (-1:
+// none known). The feedback carries its flow's DSCP and codepoint, as a probe's
+// reply carries its request's: what sorts the flow's packets by their marks (an
+// L4S queue, a path's netem for the L4S packets) then sorts its feedback alike.
+func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int, fb []byte) ([]byte, int) {
 	flow := binary.BigEndian.Uint32(d[8:12])
 	k := sinkKey{from: from, flow: flow &^ (udpControl | udpWantsFeedback)}
 	s.mu.Lock()
@@ -497,13 +512,13 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int, fb
 	if f == nil {
 		if len(s.flows) >= maxSinkFlows {
 			s.full++
-			return nil
+			return nil, -1
 		}
-		f = &sinkFlow{}
+		f = &sinkFlow{mark: -1}
 		s.flows[k] = f
 	}
 	if f.ended {
-		return nil // a late copy of its end, or data that came after it
+		return nil, -1 // a late copy of its end, or data that came after it
 	}
 	f.lastRx = now
 	if flow&udpControl != 0 {
@@ -524,7 +539,7 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int, fb
 				s.summary(k, f)
 			}
 		}
-		return nil
+		return nil, -1
 	}
 	seq := binary.BigEndian.Uint32(d[12:16])
 	switch {
@@ -544,11 +559,15 @@ func (s *udpSink) take(now time.Time, from netip.AddrPort, d []byte, tos int, fb
 	f.total++
 	f.ecn.add(tos)
 	f.ecnAll.add(tos)
-	// Feedback only as big as what it answers, so that the sink amplifies nothing.
-	if flow&udpWantsFeedback == 0 || len(d) < udpFeedbackSize || f.total%2 == 1 && tos&ecnMask != ECNCE {
-		return nil
+	if tos >= 0 && tos&ecnMask != ECNCE {
+		f.mark = tos
 	}
-	return appendFeedback(fb, s.key, k.flow, d[16:24], f.total, f.ecnAll[ECNCE], int64(min(f.maxSeq, math.MaxInt64)))
+	// Feedback only as big as what it answers, so that the sink amplifies nothing.
+	ce := tos >= 0 && tos&ecnMask == ECNCE
+	if flow&udpWantsFeedback == 0 || len(d) < udpFeedbackSize || f.total%2 == 1 && !ce {
+		return nil, -1
+	}
+	return appendFeedback(fb, s.key, k.flow, d[16:24], f.total, f.ecnAll[ECNCE], int64(min(f.maxSeq, math.MaxInt64))), f.mark
 }
 
 // tick samples every flow at now.

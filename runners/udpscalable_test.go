@@ -406,7 +406,8 @@ func TestUDPSinkFeedback(t *testing.T) {
 		if size >= 24 {
 			binary.BigEndian.PutUint64(d[16:24], uint64(seq)*1000)
 		}
-		return s.take(t0, from, d, tos, nil)
+		fb, _ := s.take(t0, from, d, tos, nil)
+		return fb
 	}
 	type answer struct {
 		seq  uint32
@@ -457,6 +458,38 @@ func TestUDPSinkFeedback(t *testing.T) {
 		b := mutate(append([]byte(nil), good...))
 		if _, ok := parseFeedback(b, s.key); ok {
 			t.Errorf("mutation %d read as feedback", i)
+		}
+	}
+}
+
+// The feedback carries its flow's mark: the TOS byte its data last arrived with
+// not CE-marked (a flow's CE says nothing of its own codepoint), none before
+// one has come, and the DSCP with it.
+func TestUDPSinkFeedbackMark(t *testing.T) {
+	s := &udpSink{key: floodKey("tok"), env: (&rrRecorder{mayDeclare: true}).env(), flows: map[sinkKey]*sinkFlow{}}
+	s.declare = declaring(s.env)
+	from := netip.MustParseAddrPort("192.0.2.1:4000")
+	af41 := 34 << 2
+	for i, c := range []struct {
+		tos      int
+		answered bool
+		mark     int // -1: none known
+	}{
+		{ECNCE, true, -1},        // CE: answered, and no codepoint of the flow's own seen yet
+		{ECNECT1, true, ECNECT1}, // every second datagram
+		{ECNCE, true, ECNECT1},   // CE: marked with the ECT(1) seen before
+		{-1, true, ECNECT1},      // the kernel did not say: what was known
+		{-1, false, -1},          // odd, and not known to be CE: no answer
+		{af41 | ECNECT1, true, af41 | ECNECT1},
+		{af41 | ECNCE, true, af41 | ECNECT1},
+	} {
+		d := make([]byte, 100)
+		copy(d, s.key[:])
+		binary.BigEndian.PutUint32(d[8:12], 1|udpWantsFeedback)
+		binary.BigEndian.PutUint32(d[12:16], uint32(i+1))
+		fb, mark := s.take(time.Unix(1_700_000_000, int64(i)), from, d, c.tos, nil)
+		if (fb != nil) != c.answered || mark != c.mark {
+			t.Errorf("datagram %d (TOS %d): answered %v, mark %d; want %v, %d", i, c.tos, fb != nil, mark, c.answered, c.mark)
 		}
 	}
 }
@@ -567,7 +600,7 @@ func FuzzUDPSinkTake(f *testing.F) {
 		}
 		from := netip.MustParseAddrPort("192.0.2.1:4000")
 		for i := range 3 { // the second of a flow is answered
-			fb := s.take(time.Unix(1_700_000_000, int64(i)), from, d, tos%4, nil)
+			fb, _ := s.take(time.Unix(1_700_000_000, int64(i)), from, d, tos%4, nil)
 			if fb == nil {
 				continue
 			}
