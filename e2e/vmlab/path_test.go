@@ -178,7 +178,11 @@ func TestVMLabPath(t *testing.T) {
 		rb := string(p.Devices[i].ReadBack)
 		ok = strings.Count(rb, `"kind":"netem"`) == 2 && strings.Contains(rb, `"kind":"prio"`)
 	}
-	add("dualpi2-rtt", "l4s_rtt_fair: a netem per class on the path (kernel's read-back)", ok, "path %+v", p)
+	var words string
+	if p != nil {
+		words = fmt.Sprintf("netem %s; for ECT(1) and CE netem %s; on %d devices", p.Netem, p.L4S, len(p.Devices))
+	}
+	add("dualpi2-rtt", "l4s_rtt_fair: a netem per class on the path (kernel's read-back)", ok, "%s", words)
 	rows := summaryRows(t, paths[0])
 	l, c := rows["Ping (ms) UDP L4S RTT idle"], rows["Ping (ms) UDP classic RTT idle"]
 	add("dualpi2-rtt", "l4s_rtt_fair: the L4S probe's idle RTT is its path's plus the lab's own", l >= l4sRTT-0.5 && l <= l4sRTT+base+emulationSlack,
