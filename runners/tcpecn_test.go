@@ -295,7 +295,7 @@ func TestECNReportOfACCThatNeedsECN(t *testing.T) {
 func TestListenerRunsItsCC(t *testing.T) {
 	allowed := hostCC()
 	if !allowed["reno"] {
-		t.Skip("reno, which every kernel has built in, is not listed in /proc/sys/net/ipv4/tcp_available_congestion_control")
+		t.Fatal("reno, which every kernel has built in, is not listed in /proc/sys/net/ipv4/tcp_available_congestion_control")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

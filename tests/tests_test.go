@@ -313,11 +313,10 @@ func TestRemoveSampler(t *testing.T) {
 	}
 }
 
-// l4s_rtt_fair needs a path whose netem has l4s:, the setup's or the
-// inventory's (the caller says which, qdisc.PathHasL4S), and says so before a
-// run; its jobs are l4s_coexist's.
-func TestNeedsL4SPath(t *testing.T) {
-	d, err := Get("l4s_rtt_fair")
+// defaultPlan is the built-in test name resolved with its parameters' defaults.
+func defaultPlan(t *testing.T, name string) *Plan {
+	t.Helper()
+	d, err := Get(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,6 +324,14 @@ func TestNeedsL4SPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// l4s_rtt_fair needs a path whose netem has l4s:, the setup's or the
+// inventory's (the caller says which, qdisc.PathHasL4S), and says so before a
+// run; its jobs are l4s_coexist's.
+func TestNeedsL4SPath(t *testing.T) {
+	p := defaultPlan(t, "l4s_rtt_fair")
 	dualpi2 := &qdisc.Setup{Name: "mq+dualpi2", Source: "built-in", MQ: &qdisc.Qdisc{Kind: "dualpi2"}}
 	for _, s := range []*qdisc.Setup{nil, dualpi2} {
 		err := p.CheckSetup(s, false)
@@ -335,8 +342,7 @@ func TestNeedsL4SPath(t *testing.T) {
 			t.Errorf("setup %v with an l4s path: %v", s, err)
 		}
 	}
-	parent, _ := Get("l4s_coexist")
-	pp, _ := parent.Resolve(nil)
+	pp := defaultPlan(t, "l4s_coexist")
 	if len(p.Jobs) != len(pp.Jobs) || len(p.Aggregates) != len(pp.Aggregates) {
 		t.Errorf("l4s_rtt_fair has %d jobs and %d aggregates, l4s_coexist %d and %d", len(p.Jobs), len(p.Aggregates), len(pp.Jobs), len(pp.Aggregates))
 	}
@@ -345,14 +351,7 @@ func TestNeedsL4SPath(t *testing.T) {
 // rate_steps needs a setup with a rate schedule, and says so before a run;
 // a test can need nothing else.
 func TestNeedsRateSchedule(t *testing.T) {
-	d, err := Get("rate_steps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Resolve(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := defaultPlan(t, "rate_steps")
 	if err := p.CheckSetup(nil, false); err == nil || !strings.Contains(err.Error(), "test rate_steps needs a setup with a rate_schedule:") {
 		t.Errorf("no setup: %v", err)
 	}
@@ -365,8 +364,7 @@ func TestNeedsRateSchedule(t *testing.T) {
 		t.Error(err)
 	}
 	// The jobs are l4s_coexist's.
-	parent, _ := Get("l4s_coexist")
-	pp, _ := parent.Resolve(nil)
+	pp := defaultPlan(t, "l4s_coexist")
 	if len(p.Jobs) != len(pp.Jobs) || pp.CheckSetup(nil, false) != nil {
 		t.Errorf("rate_steps has %d jobs, l4s_coexist %d", len(p.Jobs), len(pp.Jobs))
 	}
