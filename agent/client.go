@@ -236,6 +236,15 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 	return m.Hello, nil
 }
 
+// Facts reads the host's facts, with devs its bottleneck devices (OpFacts).
+func (c *Client) Facts(ctx context.Context, devs []string) (map[string]string, error) {
+	m, err := c.Call(ctx, Request{Op: OpFacts, Devs: devs})
+	if err != nil {
+		return nil, err
+	}
+	return m.Facts, nil
+}
+
 // SyncClock estimates the agent's clock offset from rounds of clock requests: the
 // round with the shortest round trip bounds the error best (NTP's reasoning). Later
 // sample times are corrected by it. It returns the offset and that round trip.

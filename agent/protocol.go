@@ -19,8 +19,9 @@ import (
 // their start time (an agent of 1 would start them at once); ping's reply says where
 // its timestamps come from. 3: one start request for every kind of job, looked up
 // in the agent's registry; agents declare the series they find. 4: jobs may be
-// prepared ahead of their start (OpPrepare).
-const ProtocolVersion = 4
+// prepared ahead of their start (OpPrepare). 5: the agent reads its host's facts
+// (OpFacts) and tells its identity in its hello.
+const ProtocolVersion = 5
 
 // Operations a request can ask for.
 const (
@@ -38,6 +39,9 @@ const (
 	// controller's tc, sysfs and ethtool work goes through the running agent, not a
 	// new SSH session (and login shell) per command.
 	OpExec = "exec"
+	// OpFacts reads the host's facts (package hostfacts) with the request's
+	// devices as its bottlenecks.
+	OpFacts = "facts"
 )
 
 // Message types from the agent.
@@ -61,6 +65,8 @@ type Request struct {
 	Job   string           `json:"job,omitempty"`
 	Start *runners.JobSpec `json:"start,omitempty"`
 	Exec  *ExecSpec        `json:"exec,omitempty"`
+	// Devs are OpFacts' devices.
+	Devs []string `json:"devs,omitempty"`
 }
 
 // ExecSpec is a command for `sh -c`, already quoted by the controller, with its
@@ -88,6 +94,9 @@ type Hello struct {
 	Hostname string `json:"hostname"`
 	Kernel   string `json:"kernel"`
 	PID      int    `json:"pid"`
+	// Identity is who the host is (qdisc.IdentityHere: its machine-id and the
+	// agent's network namespace), "" when it cannot tell.
+	Identity string `json:"identity,omitempty"`
 }
 
 // Message is one line from the agent.
@@ -102,6 +111,8 @@ type Message struct {
 	Batch   map[string][]datafile.Sample `json:"batch,omitempty"`
 	Message string                       `json:"message,omitempty"`
 	Exec    *ExecResult                  `json:"exec,omitempty"`
+	// Facts answers OpFacts.
+	Facts map[string]string `json:"facts,omitempty"`
 	// Timestamps answers a start: where the job's times will come from
 	// (datafile.StampsKernel, ...), with the details in Message.
 	Timestamps string `json:"timestamps,omitempty"`

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
+	"github.com/bloatbench/bloatbench/hostfacts"
+	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/runners"
 )
@@ -194,6 +196,13 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		go func() {
 			defer s.jobWG.Done()
 			s.reply(req, Message{Exec: execute(ctx, *req.Exec)}, nil)
+		}()
+	case OpFacts:
+		// It runs ethtool and tc: beside the read loop, as a command.
+		s.jobWG.Add(1)
+		go func() {
+			defer s.jobWG.Done()
+			s.reply(req, Message{Facts: hostfacts.Gather(ctx, req.Devs)}, nil)
 		}()
 	case OpStop:
 		s.jobsM.Lock()
@@ -432,5 +441,6 @@ func hello(version string) *Hello {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))
 	}
+	h.Identity, _ = qdisc.IdentityHere()
 	return h
 }

@@ -47,11 +47,13 @@ type Options struct {
 	// dial, when set, connects to a host instead of Dialer: a test's fake hosts,
 	// whose agents run in the test's process. Like Dialer, it is the session's.
 	dial func(ctx context.Context, h *inventory.Host) (hostConn, error)
-	// Self is the controller's executable and SelfHash its SHA-256: what is copied
-	// to endpoints as the agent.
-	Self, SelfHash string
-	Version        string
-	CommandLine    []string
+	// Self is the controller's executable, what is copied to endpoints as the
+	// agent, and SelfHash waits for its SHA-256 (remote.HashLater): a binary of
+	// tens of MB takes tens of ms of CPU to hash, which the SSH logins hide.
+	Self        string
+	SelfHash    func() (string, error)
+	Version     string
+	CommandLine []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 	// Setup is applied to every bottleneck device for the run and undone after; nil
@@ -129,6 +131,12 @@ type endpoint struct {
 	warnings []string
 	// broken is set when the agent stopped answering: the next run starts it again.
 	broken bool
+	// id is who the host said it is (identities), once it said; nil until then,
+	// and again after each connect.
+	id *qdisc.HostID
+	// startTook is the longest a job's start took on this host's agent, round
+	// trip included, in the session so far (startLead).
+	startTook time.Duration
 }
 
 // Output runs a command on the host through its agent: no new SSH session, so no
@@ -556,7 +564,7 @@ func connectAll(ctx context.Context, o Options) (*Session, []error) {
 // connect dials the host and starts its agent with one command.
 func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 	ep.label = fmt.Sprintf("%s (%s)", ep.host.Name, ep.host.SSH)
-	ep.broken, ep.warnings = false, nil
+	ep.broken, ep.warnings, ep.id = false, nil, nil
 	o.logf("connecting to %s", ep.label)
 	conn, err := o.dialHost(ctx, ep.host)
 	if err != nil {
@@ -569,7 +577,13 @@ func (o *Options) connect(ctx context.Context, ep *endpoint) error {
 	}
 	// The agent lives as long as this session: when the controller goes, its stdin
 	// closes and it stops every runner.
-	proc, err := conn.startAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: o.SelfHash, AgentPath: ep.host.AgentPath, Sudo: sudo,
+	selfHash := ""
+	if ep.host.AgentPath == "" && o.SelfHash != nil {
+		if selfHash, err = o.SelfHash(); err != nil {
+			return err
+		}
+	}
+	proc, err := conn.startAgent(ctx, remote.AgentOptions{Self: o.Self, SelfHash: selfHash, AgentPath: ep.host.AgentPath, Sudo: sudo,
 		Warn: func(msg string) {
 			o.logf("warning: %s", msg)
 			ep.warnings = append(ep.warnings, msg)
@@ -710,17 +724,33 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	if err := s.syncClocks(ctx); err != nil {
 		return "", err
 	}
-	s.gatherFacts(ctx)
+	jobs := &jobSet{rec: rec}
+	prepared := o.startPrepare(ctx, eps, jobs)
+	// A failure before the jobs start lets go of what was prepared for them (a
+	// tracer's programs) before the hosts are restored.
+	abandon := func(err error) (string, error) {
+		prepared()
+		jobs.stopAll(context.WithoutCancel(ctx))
+		return "", err
+	}
+	// The facts and who each host is are asked at once: both only read.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.gatherFacts(ctx)
+	}()
 	ids := o.identities(ctx, eps)
+	wg.Wait()
 	unlock, err := o.lockBottlenecks(ctx, eps, ids)
 	if err != nil {
-		return "", err
+		return abandon(err)
 	}
 	// Deferred first, so it runs after the restore below.
 	defer unlock()
 	setup, restore, err := o.applySetup(ctx, eps, ids)
 	if err != nil {
-		return "", err
+		return abandon(err)
 	}
 	defer func() {
 		// However the run ended, Ctrl-C included, the bottlenecks go back as found.
@@ -731,12 +761,11 @@ func (s *Session) Run(ctx context.Context, o Options) (path string, err error) {
 	start := time.Now()
 	w, path, err := datafile.CreateIn(o.OutputDir, o.Plan.Test, o.Title, start)
 	if err != nil {
-		return "", err
+		return abandon(err)
 	}
 	rec.w = w
 	rec.alert = func(host, msg string) { o.logf("warning: %s: %s", host, report.EscapeText(msg)) }
-	jobs := &jobSet{rec: rec}
-	runErr := o.drive(ctx, eps, w, rec, jobs, setup)
+	runErr := o.drive(ctx, eps, w, rec, jobs, setup, prepared)
 	// Whatever is still running (the listener, the samplers; everything after Ctrl-C
 	// or a failure) is stopped, and its last samples recorded, before the file ends.
 	jobs.stopAll(context.WithoutCancel(ctx))
@@ -778,10 +807,12 @@ func (js *jobSet) start(ctx context.Context, ep *endpoint, req agent.Request, aw
 	// Starting a job is answered at once; a host that does not answer is frozen.
 	cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
 	defer cancel()
+	began := time.Now()
 	m, err := ep.agent.Call(cctx, req)
 	if err != nil {
 		return m, ep.deathErr(err)
 	}
+	ep.startTook = max(ep.startTook, time.Since(began))
 	k := jobKey{ep, req.Job}
 	js.mu.Lock()
 	delete(js.prepared, k)
@@ -1072,18 +1103,22 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 	return out
 }
 
-func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup applied) error {
+func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer, rec *recorder, jobs *jobSet, setup applied, prepared func() error) error {
 	pairs := o.pairsOf(eps)
 	server := pairs[0].server
 	p := o.Plan
 	length, delay, step := o.Length.Seconds(), o.Delay.Seconds(), o.Step.Seconds()
 	total := length + 2*delay
-	if err := o.prepare(ctx, eps, jobs); err != nil {
+	// The devices' statistics before the run are read first, while the jobs'
+	// prepares end: in an emulated guest each tc costs tens of ms, which would
+	// come out of the jobs' start lead.
+	preRead := make(chan devStates, 1)
+	go func() { preRead <- o.readStates(ctx, eps, "pre") }()
+	err := prepared()
+	pre := <-preRead
+	if err != nil {
 		return err
 	}
-	// The devices' statistics before the run are read first: in an emulated guest
-	// each tc costs tens of ms, which would come out of the jobs' start lead.
-	pre := o.readStates(ctx, eps, "pre")
 	// Every job starts from one instant, t0, picked a little ahead and sent to each
 	// agent on its own clock: ping and the samplers start at t0, the streams at
 	// t0+delay, so every series starts on the grid (the header's t0).
@@ -1245,6 +1280,21 @@ const prepareWithin = 2 * time.Minute
 // Prepare) before t0 is picked, all hosts at once, and waits for them: what the
 // kernel spends loading a tracer is then neither late jobs nor delay in the run's
 // idle phase. A host whose prepare fails fails the run, as its start would.
+// startPrepare has the agents prepare the run's jobs and returns what waits for
+// that (each call returns the same error). The prepares go out at once, ahead of the
+// hosts' facts, locks and setup, which they neither read nor change: the kernel
+// verifying a tracer's programs (a third of a second of a run here, seconds in an
+// emulated guest) overlaps them. A setup that makes a device a job is prepared for
+// (ingress's IFB) has them wait until it is made: they go out when first waited for.
+func (o *Options) startPrepare(ctx context.Context, eps []*endpoint, jobs *jobSet) func() error {
+	if o.Setup != nil && o.Setup.Ingress != nil {
+		return sync.OnceValue(func() error { return o.prepare(ctx, eps, jobs) })
+	}
+	done := make(chan error, 1)
+	go func() { done <- o.prepare(ctx, eps, jobs) }()
+	return sync.OnceValue(func() error { return <-done })
+}
+
 func (o *Options) prepare(ctx context.Context, eps []*endpoint, jobs *jobSet) error {
 	kinds := runners.Kinds()
 	var ins []instance
@@ -1290,17 +1340,29 @@ func agentTime(ep *endpoint, t time.Time) float64 {
 }
 
 // startLead is how far ahead t0 is put: past what comes between the header and the
-// last job's start, which is one request per job on each host it runs on, each a
-// round trip to its agent and a little work there. A job whose start comes late
-// starts at once.
+// last job's start, which is one request per job on each host it runs on, one after
+// another (a client's needs its server's port), each a round trip to its agent and
+// the job's start there. Each request is allowed its host's round trip and the
+// longest start that host's agent took in this session's earlier runs, or
+// firstStart before any; the whole, 50 ms more for the header and the controller's
+// own scheduling. Every run waits out its lead before t0 (a flat 200 ms more than
+// that was a third of a run's fixed cost). A job whose start comes late starts at
+// once, and the run says so.
 func (o *Options) startLead(eps []*endpoint) time.Duration {
-	var rtt time.Duration
-	for _, ep := range eps {
-		rtt = max(rtt, time.Duration(ep.info.ClockRTT*float64(time.Second)))
+	lead := 50 * time.Millisecond
+	for _, in := range o.instances(eps, time.Time{}, "") {
+		cost := in.ep.startTook
+		if cost == 0 {
+			cost = firstStart
+		}
+		lead += time.Duration(in.ep.info.ClockRTT*float64(time.Second)) + cost
 	}
-	requests := len(o.instances(eps, time.Time{}, ""))
-	return 200*time.Millisecond + time.Duration(requests)*(rtt+10*time.Millisecond)
+	return lead
 }
+
+// firstStart is the time a job's start is allowed on an agent that has started
+// none yet: a local lab's take 1-2 ms, round trip included.
+const firstStart = 5 * time.Millisecond
 
 // wait waits until the time until (or, when until is zero, until the awaited jobs
 // have ended), failing as soon as an agent dies, a job fails or ctx ends.

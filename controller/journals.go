@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -90,19 +91,41 @@ func (e *StaleJournalsError) Paths() []string {
 // machine, its machine-id and network namespace do not. A host that cannot say is
 // known by its address alone.
 func (o *Options) identities(ctx context.Context, eps []*endpoint) map[string]qdisc.HostID {
-	ids := map[string]qdisc.HostID{}
-	for _, ep := range eps {
-		id := qdisc.HostID{Addr: ep.conn.addr()}
-		cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
-		s, err := qdisc.HostIdentity(cctx, ep)
-		cancel()
-		if err != nil {
-			o.logf("host %s: %v; it is known by its address %s alone", ep.host.Name, err, id.Addr)
+	ids := make([]qdisc.HostID, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		if ep.id == nil && ep.hello != nil && ep.hello.Identity != "" {
+			ep.id = &qdisc.HostID{Addr: ep.conn.addr(), ID: ep.hello.Identity}
 		}
-		id.ID = s
-		ids[ep.host.Name] = id
+		if ep.id != nil {
+			// A host's machine-id and network namespace do not change under
+			// its agent: asked once a connection (its hello tells), not once a
+			// run.
+			ids[i] = *ep.id
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := qdisc.HostID{Addr: ep.conn.addr()}
+			cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
+			s, err := qdisc.HostIdentity(cctx, ep)
+			cancel()
+			id.ID = s
+			ids[i] = id
+			if err != nil {
+				o.logf("host %s: %v; it is known by its address %s alone", ep.host.Name, err, id.Addr)
+				return
+			}
+			ep.id = &id
+		}()
 	}
-	return ids
+	wg.Wait()
+	out := map[string]qdisc.HostID{}
+	for i, ep := range eps {
+		out[ep.host.Name] = ids[i]
+	}
+	return out
 }
 
 // journalHost is how journal j knows its host name: by the identity it recorded,
@@ -239,15 +262,35 @@ func (o *Options) markedJournals(ctx context.Context, eps []*endpoint, ids map[s
 	for _, k := range known {
 		byPath[k.Path] = nil // listed already
 	}
-	for _, ep := range eps {
-		paths, what := o.markPaths(ep, ids[ep.host.Name])
+	// Every host's marks are read at once; they are gone through in the
+	// endpoints' order.
+	type read struct {
+		paths, what []string
+		marks       []qdisc.Mark
+		err         error
+	}
+	reads := make([]read, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		r := &reads[i]
+		if r.paths, r.what = o.markPaths(ep, ids[ep.host.Name]); len(r.paths) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
+			defer cancel()
+			r.marks, r.err = qdisc.ReadMarks(cctx, ep, ep.host.Name, r.paths)
+		}()
+	}
+	wg.Wait()
+	for i, ep := range eps {
+		paths, what, marks := reads[i].paths, reads[i].what, reads[i].marks
 		if len(paths) == 0 {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, ep.conn.commandTimeout())
-		marks, err := qdisc.ReadMarks(cctx, ep, ep.host.Name, paths)
-		cancel()
-		if err != nil {
+		if err := reads[i].err; err != nil {
 			o.logf("warning: %v; only this controller's journals are checked for it", err)
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -383,25 +384,46 @@ type devStates struct {
 	events []datafile.Event
 }
 
-// readStates reads the tc statistics of recordedDevs, one command each.
+// readStates reads the tc statistics of recordedDevs, one command each, every
+// host's at once (each is a run's fixed cost); they are recorded in recordedDevs'
+// order.
 func (o *Options) readStates(ctx context.Context, eps []*endpoint, phase string) devStates {
+	devs := o.recordedDevs()
+	type read struct {
+		state datafile.State
+		err   error
+	}
+	reads := make([]read, len(devs))
+	var wg sync.WaitGroup
+	for _, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, b := range devs {
+				if endpointOf(eps, b.Host) != ep {
+					continue
+				}
+				err := ep.alive(ctx)
+				var out []byte
+				if err == nil {
+					out, err = ep.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
+				}
+				if err == nil && !json.Valid(out) {
+					err = fmt.Errorf("tc -s -j printed no JSON: %.200q", out)
+				}
+				reads[i] = read{datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out}, err}
+			}
+		}()
+	}
+	wg.Wait()
 	var d devStates
-	for _, b := range o.recordedDevs() {
-		ep := endpointOf(eps, b.Host)
-		err := ep.alive(ctx)
-		var out []byte
-		if err == nil {
-			out, err = ep.Output(ctx, remote.Command("tc", "-s", "-j", "qdisc", "show", "dev", b.Dev), nil)
-		}
-		if err == nil && !json.Valid(out) {
-			err = fmt.Errorf("tc -s -j printed no JSON: %.200q", out)
-		}
-		if err != nil {
-			d.events = append(d.events, datafile.Event{T: datafile.Unix(time.Now()), Host: b.Host, Level: "warning",
-				Message: fmt.Sprintf("tc statistics of %s %s the run: %v", b.Dev, map[string]string{"pre": "before", "post": "after"}[phase], err)})
+	for i, r := range reads {
+		if r.err != nil {
+			d.events = append(d.events, datafile.Event{T: r.state.T, Host: devs[i].Host, Level: "warning",
+				Message: fmt.Sprintf("tc statistics of %s %s the run: %v", devs[i].Dev, map[string]string{"pre": "before", "post": "after"}[phase], r.err)})
 			continue
 		}
-		d.states = append(d.states, datafile.State{Phase: phase, T: datafile.Unix(time.Now()), Host: b.Host, Dev: b.Dev, TC: out})
+		d.states = append(d.states, r.state)
 	}
 	return d
 }

@@ -27,8 +27,10 @@ func TestIdentityScript(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			script := identityScript
+			paths := map[string]string{}
 			for name, content := range map[string]string{"machine-id": c.machineID, "dbus-machine-id": c.dbusID, "boot_id": c.boot} {
 				path := filepath.Join(dir, name)
+				paths[name] = path
 				if content != "-" {
 					if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 						t.Fatal(err)
@@ -53,6 +55,11 @@ func TestIdentityScript(t *testing.T) {
 			}
 			if len(lines) != 2 || !strings.HasPrefix(lines[1], "net:[") {
 				t.Errorf("no network namespace in %q", out)
+			}
+			// The agent's own reading (its hello) names the host alike.
+			script = strings.Join(strings.Fields(string(out)), " ")
+			if got, err := identityFrom(paths["machine-id"], paths["dbus-machine-id"], paths["boot_id"]); got != script || err != nil {
+				t.Errorf("IdentityHere's reading %q (%v), the script's %q", got, err, script)
 			}
 		})
 	}

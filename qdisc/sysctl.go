@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -210,6 +211,35 @@ const identityScript = `id=$(cat /etc/machine-id 2>/dev/null)
 echo "$id"
 readlink /proc/self/ns/net 2>/dev/null
 true`
+
+// IdentityHere is identityScript's identity of the host this process runs on, read
+// by the process itself: an agent tells it in its hello, with no command run.
+func IdentityHere() (string, error) {
+	return identityFrom("/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id")
+}
+
+// identityFrom is IdentityHere with the files it reads named (tests move them).
+func identityFrom(machineID, dbusID, bootID string) (string, error) {
+	first := func(path string) string {
+		b, _ := os.ReadFile(path)
+		return strings.TrimSpace(string(b))
+	}
+	id := first(machineID)
+	if id == "" {
+		id = first(dbusID)
+	}
+	if id == "" {
+		if b := first(bootID); b != "" {
+			id = "boot-" + b
+		}
+	}
+	ns, _ := os.Readlink("/proc/self/ns/net")
+	s := strings.Join(strings.Fields(id+" "+ns), " ")
+	if s == "" {
+		return "", fmt.Errorf("the host has no /etc/machine-id and no /proc/self/ns/net")
+	}
+	return s, nil
+}
 
 // HostIdentity is what names a host whatever the inventory calls it or the address
 // it is reached at: "MACHINE-ID net:[INODE]". "" with an error when it says nothing.

@@ -34,6 +34,24 @@ func FileHash(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// HashLater hashes the file at path in the background; what it returns waits for
+// the SHA-256 (hex), or the error.
+func HashLater(path string) func() (string, error) {
+	type result struct {
+		hash string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		h, err := FileHash(path)
+		done <- result{h, err}
+	}()
+	return sync.OnceValues(func() (string, error) {
+		r := <-done
+		return r.hash, r.err
+	})
+}
+
 // AgentKeepDays is how long an agent binary no controller uses stays on a host.
 const AgentKeepDays = 7
 
@@ -58,15 +76,32 @@ const (
 // and the script holds no single quote or backslash, so it is one word even for a
 // login shell that is not POSIX (fish). $1 is the agent's SHA-256, $2 its short name,
 // $3 the days an unused agent is kept, $4 "sudo" to run the agent as root through
-// `sudo -n` (its cache stays in the login user's home) or "".
+// `sudo -n` (its cache stays in the login user's home) or "", $5 the controller's
+// time (Unix seconds).
+//
+// Hashing the cached agent (tens of MB) cost 80 ms of CPU a host every run on a
+// 2-core EPYC, more than anything else the bootstrap does. So once its hash has
+// been checked, its size, inode and mtime (to the nanosecond, and in seconds) are
+// kept beside it (checked-SHORTHASH, with the hash; not agent-*, which sudoers rules match): a file that still has them is the file
+// that was checked, as any write to it changes its mtime and a file put in its
+// place has another inode. The mtime
+// also says when a controller last used it (the pruning below): once it is a day
+// old, the agent is stamped as used and its hash checked again.
 var bootstrapScript = strings.Join([]string{
 	bootstrapStart,
 	`d="${XDG_CACHE_HOME:-${HOME:-.}/.cache}/bloatbench"`,
 	`p="$d/agent-$2"`,
+	`c="$d/checked-$2"`,
+	`h="$1"`,
+	`stat_of() { st=$(stat -c "%s %i %y %Y" "$p" 2> /dev/null) || st=; }`,
+	// Written through a file of its own and renamed, as hosts may share a home.
+	`stamp() { stat_of; [ -n "$st" ] && echo "$h $st" > "$c.$$" && mv -f "$c.$$" "$c"; rm -f "$c.$$"; }`,
+	`stat_of`,
+	`if [ -x "$p" ] && [ -n "$st" ] && [ -r "$c" ] && IFS= read -r s < "$c" && [ "$s" = "$h $st" ] && [ "${st##* }" -gt "$(($5 - 86400))" ]; then start "$p" "$4"; fi`,
 	// touch -c: without it coreutils' touch opens the file for writing to stamp it,
 	// and another host sharing this home (the local lab's namespaces do) that execs
 	// the agent in that instant fails with ETXTBSY (seen in CI); -c stamps the path.
-	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; then touch -c "$p"; start "$p" "$4"; fi`,
+	`if [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$h  -" ]; then touch -c "$p"; stamp; start "$p" "$4"; fi`,
 	`echo "` + markNeed + `"`,
 	`IFS= read -r n || exit 3`,
 	`case "$n" in ""|*[!0-9]*) exit 3;; esac`,
@@ -74,15 +109,17 @@ var bootstrapScript = strings.Join([]string{
 	// Hosts may share a home (the local lab's namespaces do): each upload writes a
 	// file of its own and renames it into place.
 	`t="$p.$$.tmp"`,
-	`if ! { head -c "$n" > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t")" = "$1  -" ]; }; then rm -f "$t"; echo "the agent did not arrive whole in $d" >&2; exit 5; fi`,
+	`if ! { head -c "$n" > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t")" = "$h  -" ]; }; then rm -f "$t"; echo "the agent did not arrive whole in $d" >&2; exit 5; fi`,
 	// An agent another host put there meanwhile stays: replacing it would give it a
 	// new inode between that host's `sudo -l` and its exec, and sudo matches a glob
 	// rule by inode. ln makes the name only when it is free; a damaged one is replaced.
-	`ln "$t" "$p" 2> /dev/null || { [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$1  -" ]; } || mv -f "$t" "$p" || { rm -f "$t"; exit 5; }`,
+	`ln "$t" "$p" 2> /dev/null || { [ -x "$p" ] && [ "$(sha256sum < "$p")" = "$h  -" ]; } || mv -f "$t" "$p" || { rm -f "$t"; exit 5; }`,
 	`rm -f "$t"`,
-	// A new version arrived: agents (and uploads cut short) no controller has used for
-	// a while go. Not at once: controllers of other versions may share this host.
-	`find "$d" -maxdepth 1 -type f -name "agent-*" ! -name "agent-$2" -mtime +"$3" -exec rm -f {} + 2>/dev/null`,
+	`stamp`,
+	// A new version arrived: agents (and uploads cut short, and stamps) no
+	// controller has used for a while go. Not at once: controllers of other versions
+	// may share this host.
+	`find "$d" -maxdepth 1 -type f "(" -name "agent-*" ! -name "agent-$2" -o -name "checked-*" ! -name "checked-$2" ")" -mtime +"$3" -exec rm -f {} + 2>/dev/null`,
 	`start "$p" "$4"`,
 }, "\n")
 
@@ -92,7 +129,7 @@ var bootstrapScript = strings.Join([]string{
 // password, so a refusal is told apart from an agent that dies. A login that is not
 // root often has no /usr/sbin in its PATH: tc lives there.
 var bootstrapStart = strings.Join([]string{
-	`echo "` + markStart + ` $(uname -s) $(uname -m)"`,
+	`echo "` + markStart + ` $(uname -sm)"`,
 	`PATH="${PATH:-/usr/bin:/bin}:/usr/sbin:/sbin"; export PATH`,
 	`start() {`,
 	`  if [ "$2" != sudo ]; then echo "` + markRun + ` $1"; exec "$1" agent; fi`,
@@ -144,7 +181,7 @@ func (c *Conn) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	if o.Sudo {
 		sudo = "sudo"
 	}
-	cmd := "exec sh -c " + Quote(bootstrapScript) + " sh " + Command(o.SelfHash, shortHash(o.SelfHash), fmt.Sprint(AgentKeepDays), sudo)
+	cmd := "exec sh -c " + Quote(bootstrapScript) + " sh " + Command(o.SelfHash, shortHash(o.SelfHash), fmt.Sprint(AgentKeepDays), sudo, fmt.Sprint(time.Now().Unix()))
 	if o.AgentPath != "" {
 		cmd = "exec sh -c " + Quote(bootstrapPathScript) + " sh " + Command(o.AgentPath, sudo)
 	}

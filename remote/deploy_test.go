@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -135,11 +136,13 @@ func TestStartAgentInstallsThenReuses(t *testing.T) {
 	cache := filepath.Join(h.home, ".cache", "bloatbench")
 	os.MkdirAll(cache, 0o755)
 	old, recent := filepath.Join(cache, "agent-0ld0ld0ld0ld0ld0"), filepath.Join(cache, "agent-4ecent4ecent4ec")
-	for _, p := range []string{old, recent} {
+	oldStamp := filepath.Join(cache, "checked-0ld0ld0ld0ld0ld0")
+	for _, p := range []string{old, recent, oldStamp} {
 		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
 	}
 	ten := time.Now().Add(-10 * 24 * time.Hour)
 	os.Chtimes(old, ten, ten)
+	os.Chtimes(oldStamp, ten, ten)
 
 	a := h.start(t)
 	want := filepath.Join(cache, "agent-"+h.opts.SelfHash[:16])
@@ -152,6 +155,12 @@ func TestStartAgentInstallsThenReuses(t *testing.T) {
 	if _, err := os.Stat(recent); err != nil {
 		t.Error("an agent used today was pruned")
 	}
+	if _, err := os.Stat(oldStamp); err == nil {
+		t.Error("the stamp of an agent unused for 10 days was not pruned")
+	}
+	if _, err := os.Stat(filepath.Join(cache, "checked-"+h.opts.SelfHash[:16])); err != nil {
+		t.Errorf("the installed agent's stamp: %v", err)
+	}
 	if tmp, _ := filepath.Glob(filepath.Join(cache, "*.tmp")); len(tmp) != 0 {
 		t.Errorf("uploads left behind: %v", tmp)
 	}
@@ -160,6 +169,60 @@ func TestStartAgentInstallsThenReuses(t *testing.T) {
 	}
 	if len(h.warn) != 0 {
 		t.Errorf("warnings for a fast shell: %v", h.warn)
+	}
+}
+
+// The cached agent's hash is checked when it is installed and then once a day, its
+// size, inode and mtime kept beside it in between; a file written since (same size)
+// is checked again, and replaced.
+func TestStartAgentHashesOnceADay(t *testing.T) {
+	real, err := exec.LookPath("sha256sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	os.WriteFile(filepath.Join(bin, "sha256sum"), []byte("#!/bin/sh\necho hashed >> "+calls+"\nexec "+real+" \"$@\"\n"), 0o755)
+	h := newBootstrapHost(t, "PATH="+bin+":$PATH", 10*time.Second)
+	hashes := func() int {
+		b, _ := os.ReadFile(calls)
+		os.Remove(calls)
+		return strings.Count(string(b), "hashed")
+	}
+	agentPath := filepath.Join(h.home, ".cache", "bloatbench", "agent-"+h.opts.SelfHash[:16])
+	if a := h.start(t); !a.Installed {
+		t.Fatal("the first start did not install the agent")
+	}
+	hashes()
+	for i := range 2 {
+		if a := h.start(t); a.Installed {
+			t.Fatalf("start %d copied the agent again", i+2)
+		}
+		if n := hashes(); n != 0 {
+			t.Errorf("start %d hashed the agent %d times, with its stamp as written", i+2, n)
+		}
+	}
+	// Last checked two days ago: checked again, and stamped as used.
+	two := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(agentPath, two, two)
+	st, err := exec.Command("stat", "-c", "%s %i %y %Y", agentPath).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(agentPath), "checked-"+h.opts.SelfHash[:16]), fmt.Appendf(nil, "%s %s", h.opts.SelfHash, st), 0o644)
+	if a := h.start(t); a.Installed {
+		t.Error("a day-old agent was copied again")
+	}
+	if n := hashes(); n != 1 {
+		t.Errorf("a day-old agent was hashed %d times, want 1", n)
+	}
+	if fi, err := os.Stat(agentPath); err != nil || time.Since(fi.ModTime()) > time.Hour {
+		t.Errorf("the day-old agent was not stamped as used: %v, %v", fi.ModTime(), err)
+	}
+	// Rewritten in place with other bytes of the same size: its mtime tells.
+	b, _ := os.ReadFile(agentPath)
+	os.WriteFile(agentPath, append([]byte("#!/bin/sh\necho tampered\nexit 1\n#"), b[29:]...)[:len(b)], 0o755)
+	if a := h.start(t); !a.Installed {
+		t.Error("an agent written over in place was run")
 	}
 }
 
@@ -222,5 +285,16 @@ func TestStartAgentCancelled(t *testing.T) {
 	_, err := h.conn.StartAgent(ctx, h.opts)
 	if err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Errorf("cancelled start: %v", err)
+	}
+}
+
+// The bootstrap goes to the login shell as one argument of sh -c, single-quoted: it
+// must hold no single quote (which would end the word) nor backslash (which fish
+// reads inside single quotes).
+func TestBootstrapScriptsQuoteAsOneWord(t *testing.T) {
+	for name, s := range map[string]string{"bootstrapScript": bootstrapScript, "bootstrapPathScript": bootstrapPathScript} {
+		if strings.ContainsAny(s, `'\`) {
+			t.Errorf("%s holds a single quote or a backslash", name)
+		}
 	}
 }

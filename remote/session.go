@@ -172,6 +172,10 @@ type HeadTail struct {
 	tail []byte
 	at   int
 	full bool
+	// headMax and tailMax are the head's bound and the ring's size. Both grow as
+	// bytes come, not at the start: an agent makes two for every command it runs,
+	// and zeroing MBs for a tc that prints a line was most of its cost.
+	headMax, tailMax int
 	// total is every byte written.
 	total int64
 }
@@ -179,7 +183,7 @@ type HeadTail struct {
 // NewHeadTail keeps at most limit bytes (at least 2): the first half and the last.
 func NewHeadTail(limit int) *HeadTail {
 	limit = max(limit, 2)
-	return &HeadTail{head: make([]byte, 0, limit/2), tail: make([]byte, limit-limit/2)}
+	return &HeadTail{headMax: limit / 2, tailMax: limit - limit/2}
 }
 
 func (h *HeadTail) Write(p []byte) (int, error) {
@@ -187,10 +191,16 @@ func (h *HeadTail) Write(p []byte) (int, error) {
 	defer h.mu.Unlock()
 	n := len(p)
 	h.total += int64(n)
-	if room := cap(h.head) - len(h.head); room > 0 {
+	if room := h.headMax - len(h.head); room > 0 {
 		k := min(room, len(p))
 		h.head = append(h.head, p[:k]...)
 		p = p[k:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	if h.tail == nil {
+		h.tail = make([]byte, h.tailMax)
 	}
 	if len(p) >= len(h.tail) {
 		// Only the last ring's worth of p can stay.

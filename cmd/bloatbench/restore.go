@@ -27,7 +27,11 @@ func rootRunner(ctx context.Context, c *cli.Command, conn *remote.Conn, h *inven
 	if err != nil || !sudo {
 		return conn, err
 	}
-	self, selfHash, err := selfBinary()
+	self, hashed, err := selfBinary()
+	if err != nil {
+		return nil, err
+	}
+	selfHash, err := hashed()
 	if err != nil {
 		return nil, err
 	}

@@ -244,8 +244,12 @@ func runAction(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer sess.Close()
-	if err := restoreStale(ctx, c, sess, o); err != nil {
-		return err
+	// Without setups there is no preflight: each run's own check, with the devices
+	// locked and before any change, is the first, and the same.
+	if len(setups) > 0 || c.Bool("restore-stale") {
+		if err := restoreStale(ctx, c, sess, o); err != nil {
+			return err
+		}
 	}
 	if len(setups) > 0 {
 		// Every setup is tried on every bottleneck host before any traffic: a kernel
@@ -341,13 +345,13 @@ func restoreStale(ctx context.Context, c *cli.Command, sess *controller.Session,
 	return nil
 }
 
-// selfBinary is this executable and its SHA-256: the agent copied to hosts.
-func selfBinary() (path, hash string, err error) {
+// selfBinary is this executable, the agent copied to hosts, and what waits for its
+// SHA-256, hashed meanwhile.
+func selfBinary() (path string, hash func() (string, error), err error) {
 	if path, err = os.Executable(); err != nil {
-		return "", "", fmt.Errorf("find own executable: %w", err)
+		return "", nil, fmt.Errorf("find own executable: %w", err)
 	}
-	hash, err = remote.FileHash(path)
-	return path, hash, err
+	return path, remote.HashLater(path), nil
 }
 
 // runOne runs one test, its progress shown on prog, and prints its summary, also
