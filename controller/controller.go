@@ -1344,12 +1344,12 @@ func agentTime(ep *endpoint, t time.Time) float64 {
 // another (a client's needs its server's port), each a round trip to its agent and
 // the job's start there. Each request is allowed its host's round trip and the
 // longest start that host's agent took in this session's earlier runs, or
-// firstStart before any; the whole, 50 ms more for the header and the controller's
+// firstStart before any; the whole, 25 ms more for the header and the controller's
 // own scheduling. Every run waits out its lead before t0 (a flat 200 ms more than
 // that was a third of a run's fixed cost). A job whose start comes late starts at
 // once, and the run says so.
 func (o *Options) startLead(eps []*endpoint) time.Duration {
-	lead := 50 * time.Millisecond
+	lead := 25 * time.Millisecond
 	for _, in := range o.instances(eps, time.Time{}, "") {
 		cost := in.ep.startTook
 		if cost == 0 {

@@ -442,6 +442,13 @@ func Get(name string) (*Definition, error) {
 		}
 		return d.inherit(map[string]bool{name: true})
 	}
+	// A built-in test is parsed alone: every run starts here, and parsing them all
+	// took a run 15 ms of its fixed cost.
+	if fs.ValidPath(name) && !strings.Contains(name, "/") {
+		if _, err := fs.Stat(files, name+"/test.yaml"); err == nil {
+			return embedded(name)
+		}
+	}
 	all, err := All()
 	if err != nil {
 		return nil, err
