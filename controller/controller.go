@@ -1276,15 +1276,11 @@ func (o *Options) configuredRates(eps []*endpoint) []datafile.DeviceRate {
 // tracer's programs takes seconds of CPU in an emulated guest, not minutes.
 const prepareWithin = 2 * time.Minute
 
-// prepare has every agent do the slow part of its jobs' starts (runners.Kind's
-// Prepare) before t0 is picked, all hosts at once, and waits for them: what the
-// kernel spends loading a tracer is then neither late jobs nor delay in the run's
-// idle phase. A host whose prepare fails fails the run, as its start would.
 // startPrepare has the agents prepare the run's jobs and returns what waits for
 // that (each call returns the same error). The prepares go out at once, ahead of the
 // hosts' facts, locks and setup, which they neither read nor change: the kernel
-// verifying a tracer's programs (a third of a second of a run here, seconds in an
-// emulated guest) overlaps them. A setup that makes a device a job is prepared for
+// verifying a tracer's programs and making its maps (a tenth of a second of CPU a
+// host here, more in an emulated guest) overlaps them. A setup that makes a device a job is prepared for
 // (ingress's IFB) has them wait until it is made: they go out when first waited for.
 func (o *Options) startPrepare(ctx context.Context, eps []*endpoint, jobs *jobSet) func() error {
 	if o.Setup != nil && o.Setup.Ingress != nil {
@@ -1295,6 +1291,10 @@ func (o *Options) startPrepare(ctx context.Context, eps []*endpoint, jobs *jobSe
 	return sync.OnceValue(func() error { return <-done })
 }
 
+// prepare has every agent do the slow part of its jobs' starts (runners.Kind's
+// Prepare) before t0 is picked, all hosts at once, and waits for them: what the
+// kernel spends loading a tracer is then neither late jobs nor delay in the run's
+// idle phase. A host whose prepare fails fails the run, as its start would.
 func (o *Options) prepare(ctx context.Context, eps []*endpoint, jobs *jobSet) error {
 	kinds := runners.Kinds()
 	var ins []instance

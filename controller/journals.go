@@ -94,7 +94,9 @@ func (o *Options) identities(ctx context.Context, eps []*endpoint) map[string]qd
 	ids := make([]qdisc.HostID, len(eps))
 	var wg sync.WaitGroup
 	for i, ep := range eps {
-		if ep.id == nil && ep.hello != nil && ep.hello.Identity != "" {
+		// An identity names lock files: one longer than any machine-id and
+		// namespace make is asked for by the command instead.
+		if ep.id == nil && ep.hello != nil && ep.hello.Identity != "" && len(ep.hello.Identity) <= 256 {
 			ep.id = &qdisc.HostID{Addr: ep.conn.addr(), ID: ep.hello.Identity}
 		}
 		if ep.id != nil {

@@ -82,11 +82,11 @@ const (
 // Hashing the cached agent (tens of MB) cost 80 ms of CPU a host every run on a
 // 2-core EPYC, more than anything else the bootstrap does. So once its hash has
 // been checked, its size, inode and mtime (to the nanosecond, and in seconds) are
-// kept beside it (checked-SHORTHASH, with the hash; not agent-*, which sudoers rules match): a file that still has them is the file
-// that was checked, as any write to it changes its mtime and a file put in its
-// place has another inode. The mtime
-// also says when a controller last used it (the pruning below): once it is a day
-// old, the agent is stamped as used and its hash checked again.
+// kept beside it with the hash, in checked-SHORTHASH (not agent-*, which sudoers
+// rules match): a file that still has them is the file that was checked, as any
+// write to it changes its mtime and a file put in its place has another inode. The
+// mtime also says when a controller last used it (the pruning below): once it is a
+// day old, the agent is stamped as used and its hash checked again.
 var bootstrapScript = strings.Join([]string{
 	bootstrapStart,
 	`d="${XDG_CACHE_HOME:-${HOME:-.}/.cache}/bloatbench"`,
