@@ -323,7 +323,9 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	if len(egress) == 0 {
 		t.Errorf("the run has no sojourn of the echo packets in the client's qdisc: %v", run.Events)
 	}
-	matched, worstDiff, waited, userStamped := 0, 0.0, 0, 0
+	// What the buffer allows: 300000 bytes at 100 Mbit/s, plus the idle RTT, plus 10%.
+	bound := (300000*8/100e6*1e3 + idle) * 1.1
+	matched, worstDiff, waited, userStamped, stalled := 0, 0.0, 0, 0, 0
 	for _, s := range samples {
 		if s.Lost {
 			continue
@@ -350,6 +352,21 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 			}
 			continue
 		}
+		if diff > math.Max(0.5, 0.02*w) && w > bound {
+			// The wire itself saw this echo take longer than the buffer allows:
+			// the machine stalled (softirqs run on an interrupt's exit, here for
+			// up to net.core.netdev_budget_usecs, or the sender was preempted).
+			// The send stamp is taken in __dev_queue_xmit before bottom halves
+			// are disabled, so such a stall can fall between it and the enqueue,
+			// where neither the tracer nor tcpdump sees it: a CI run had one echo
+			// 2.9 ms over the wire's 41 ms (bound 26.5) with the client's qdisc
+			// holding echoes 0.002 ms. Allowed, and counted with the user-stamped
+			// ones; a prober adding delay of its own shows on echoes the wire saw
+			// in bounds.
+			stalled++
+			t.Logf("our echo seq %d: %.3f ms, the wire saw %.3f ms, past the %.2f ms bound: the machine stalled", s.Seq, s.V, w, bound)
+			continue
+		}
 		if diff > math.Max(0.5, 0.02*w) && s.UserStamp {
 			// The data file says a user-space time stood in for a kernel stamp
 			// that did not come (the run's warning counts them): such a sample
@@ -369,15 +386,14 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	// Kernel stamps that do not come are rare (the first replies after the
 	// machine's receive stamping is switched on); a prober that often lacks them
 	// measures itself.
-	if userStamped*20 > matched {
-		t.Errorf("%d of %d samples were off the wire with a user-space time standing in for a kernel stamp: more than 1 in 20", userStamped, matched)
+	if (userStamped+stalled)*20 > matched {
+		t.Errorf("%d of %d samples were off the wire with a user-space time standing in for a kernel stamp, and %d in a stall the wire saw: more than 1 in 20", userStamped, matched, stalled)
 	}
 	t.Logf("%d of our samples matched on the wire; largest difference %.3f ms", matched, worstDiff)
 	if matched < 50 {
 		t.Errorf("only %d of our samples matched on the wire", matched)
 	}
 
-	// What the buffer allows: 300000 bytes at 100 Mbit/s, plus the idle RTT, plus 10%.
 	// htb (not tbf) sometimes holds a packet longer than that: a CI run, busy with
 	// other packages' tests, had one of ours at 35 ms against a 26.4 ms bound and
 	// iputils' worst at 27.5 (one sample each 200 ms need not catch the same rare
@@ -389,7 +405,6 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	// event (Poisson): their difference has a standard deviation of the square root
 	// of their sum, and three of those are allowed. What a prober adding delay of its
 	// own would give, a fifth of our samples past the bound against none, still fails.
-	bound := (300000*8/100e6*1e3 + idle) * 1.1
 	theirOver := 0
 	for _, v := range theirs {
 		if v > bound {
