@@ -1162,10 +1162,10 @@ func (o *Options) drive(ctx context.Context, eps []*endpoint, w *datafile.Writer
 			if from := in.from[i].label; !slices.Contains(owners, from) {
 				rec.owners[se.Name] = append(owners, from)
 			}
-			switch {
-			case se.Kind == datafile.KindTCP:
+			switch c := datafile.Classify(se); {
+			case c.Role == datafile.RoleFlow:
 				lv.tcp[se.Name] = 0
-			case se.Kind == datafile.KindPing && lv.pingSeries == "":
+			case c.Role == datafile.RoleProbe && lv.pingSeries == "":
 				lv.pingSeries = se.Name
 			}
 		}

@@ -31,19 +31,6 @@ const (
 	TypeEnd     = "end"
 )
 
-// Series kinds.
-const (
-	KindTCP   = "tcp"
-	KindPing  = "ping"
-	KindQdisc = "qdisc" // a bottleneck's qdisc statistic
-	// KindSojourn is a qdisc's per-packet sojourn, measured in the kernel: a
-	// histogram, each sample one bucket of one step (V its time in ms, N its packets).
-	KindSojourn = "sojourn"
-	KindBQL     = "bql" // a tx queue's BQL inflight or limit
-	// KindShaper is the rate a bottleneck's shaper was set to, step by step,
-	// under a setup's rate schedule.
-	KindShaper = "shaper"
-)
 
 // Where a ping series' times come from (Series.Timestamps).
 const (
@@ -216,14 +203,6 @@ type Series struct {
 	Measure string `json:"measure,omitempty"`
 }
 
-// MeasureRTT marks a series whose samples are probes' round trips, as a ping
-// series' are: V the round trip in ms, T when the reply came (a lost probe: when
-// it was sent). Reports split them into idle and loaded as they split ping's.
-const MeasureRTT = "rtt"
-
-// IsRTT says whether a series' samples are probes' round trips: ping's, and any
-// kind's that says so.
-func IsRTT(se Series) bool { return se.Kind == KindPing || se.Measure == MeasureRTT }
 
 // PairName is the name a series of pair p has in a run with several pairs: the
 // name a test gives it, then the pair, so that each pair's rows sort together. No

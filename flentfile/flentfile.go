@@ -127,7 +127,7 @@ var flentTests = map[string]bool{
 func flentName(run *datafile.Run) (string, map[string]any) {
 	down, up := 0, 0
 	for _, se := range run.Series {
-		if se.Kind == datafile.KindTCP {
+		if datafile.Classify(se).Role == datafile.RoleFlow {
 			if se.Direction == "upload" {
 				up++
 			} else {
@@ -262,8 +262,8 @@ func build(run *datafile.Run) (*file, error) {
 		seriesMeta[name] = map[string]any{"UNITS": units, "RUNNER": "bloatbench"}
 	}
 	for _, se := range run.Series {
-		if se.Kind != datafile.KindPing {
-			continue
+		if !datafile.Classify(se).ICMP {
+			continue // flent's ping series are ICMP's; other probes go as they are
 		}
 		values := make([]float64, grid.N)
 		for k := range values {
@@ -303,8 +303,7 @@ func build(run *datafile.Run) (*file, error) {
 	// their raw values are their samples, their grid the report's.
 	onGrid := report.OnGrid(run)
 	for _, se := range run.Series {
-		switch se.Kind {
-		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
+		if c := datafile.Classify(se); c.ICMP || c.Role == datafile.RoleFlow || c.Role.Bottleneck() {
 			continue
 		}
 		var raw []map[string]any
@@ -553,12 +552,13 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if se.Kind == datafile.KindPing && hasValue(raw) {
+		icmp := datafile.Classify(se).ICMP
+		if icmp && hasValue(raw) {
 			run.Samples[name] = raw
 			replies[name] = true
 			continue
 		}
-		if se.Kind != datafile.KindPing && hasValue(raw) {
+		if !icmp && hasValue(raw) {
 			// The series' row is its raw samples (a flow's, a CPU load's, a VoIP
 			// delay's); its grid, read below, is what flent falls back to and what
 			// the TCP sum and average add up, as flent's are.
@@ -573,7 +573,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 			}
 			x := f.XValues[k]
 			s := datafile.Sample{T: T0 + x, V: *v, Seq: k}
-			if se.Kind == datafile.KindTCP {
+			if datafile.Classify(se).Role == datafile.RoleFlow {
 				// One step's throughput, centred on its grid point so the summary's
 				// alignment gives it back to exactly that point.
 				s.T, s.Dur = T0+x+step/2, step
@@ -753,7 +753,7 @@ func gridOnly(f file, series []datafile.Series, replies map[string]bool) map[str
 		if !replies[se.Name] {
 			out[se.Name] = true
 		}
-		if se.Kind != datafile.KindTCP {
+		if datafile.Classify(se).Role != datafile.RoleFlow {
 			continue
 		}
 		for _, name := range []string{"TCP " + se.Direction + " sum", "TCP " + se.Direction + " avg"} {

@@ -286,11 +286,10 @@ func scalesOf(runs []Run) scales {
 					top = math.Max(top, s.V)
 				}
 			}
-			switch se.Kind {
-			case datafile.KindPing:
+			switch datafile.Classify(se).Role {
+			case datafile.RoleProbe:
 				sc.ping = math.Max(sc.ping, top)
-			case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
-			default:
+			case datafile.RoleOwn, datafile.RoleFlowStat:
 				sc.byUnit[se.Units] = math.Max(sc.byUnit[se.Units], top)
 			}
 		}
@@ -345,15 +344,16 @@ func timeseries(id, name string, d *datafile.Run, sc scales) *charts.Line {
 	// A rate schedule's rate, dashed, on the throughput's axis: what the flows
 	// had to follow.
 	for _, se := range d.Series {
-		if se.Kind != datafile.KindShaper {
+		if datafile.Classify(se).Role != datafile.RoleShaper {
 			continue
 		}
 		ts, vs := answered(d, se.Name)
 		line.AddSeries(se.Name+" (Mbit/s)", points(m.T0, ts, vs), charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false), Step: "end"}),
 			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed"}))
 	}
+	// Every probe's round trips (ICMP's, a UDP probe's classes) on the latency axis.
 	for _, se := range d.Series {
-		if se.Kind != datafile.KindPing {
+		if !datafile.IsRTT(se) {
 			continue
 		}
 		ts, vs := answered(d, se.Name)
@@ -380,9 +380,8 @@ func others(idPrefix, name string, d *datafile.Run, sc scales) []*charts.Line {
 	var units []string
 	byUnits := map[string][]datafile.Series{}
 	for _, se := range d.Series {
-		switch se.Kind {
-		case datafile.KindTCP, datafile.KindPing, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
-			continue
+		if role := datafile.Classify(se).Role; role != datafile.RoleOwn && role != datafile.RoleFlowStat {
+			continue // drawn with the throughput, the latency or the bottleneck
 		}
 		if byUnits[se.Units] == nil {
 			units = append(units, se.Units)
@@ -476,7 +475,7 @@ func insideQdisc(id, name string, d *datafile.Run) *charts.Line {
 	}
 	for _, se := range d.Series {
 		ss := d.Samples[se.Name]
-		if se.Kind == datafile.KindSojourn {
+		if datafile.Classify(se).Role == datafile.RoleSojourn {
 			byStep := map[float64][]datafile.Sample{}
 			for _, s := range ss {
 				byStep[s.T] = append(byStep[s.T], s)
@@ -552,11 +551,12 @@ func bySetup(runs []Run) []setupGroup {
 	return out
 }
 
-// loadedPing is every ping reply to a probe sent while the streams ran.
+// loadedPing is every ICMP ping reply to a probe sent while the streams ran: one
+// distribution a setup's runs share (a UDP probe's classes each have their own).
 func loadedPing(d *datafile.Run) []float64 {
 	var out []float64
 	for _, se := range d.Series {
-		if se.Kind != datafile.KindPing {
+		if !datafile.Classify(se).ICMP {
 			continue
 		}
 		for _, s := range d.Samples[se.Name] {

@@ -20,8 +20,7 @@ func OnGrid(run *datafile.Run) map[string]GridSeries {
 		out[g.Name] = g
 	}
 	for _, se := range run.Series {
-		switch se.Kind {
-		case datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
+		if role := datafile.Classify(se).Role; role == datafile.RoleFlow || role.Bottleneck() {
 			continue
 		}
 		out[se.Name] = GridSeries{Name: se.Name, Units: se.Units, Values: gridValues(grid, run.Samples[se.Name])}

@@ -27,7 +27,7 @@ func CompareInput(run *datafile.Run, o Options) Compared {
 	dirs := map[string]int{}
 	var order []string
 	for _, se := range run.Series {
-		if se.Kind == datafile.KindTCP {
+		if datafile.Classify(se).Role == datafile.RoleFlow {
 			if dirs[se.Direction] == 0 {
 				order = append(order, se.Direction)
 			}

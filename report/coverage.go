@@ -15,7 +15,7 @@ const MaxGridMiss = 0.05
 
 // GridWarnings says which series of a complete run miss more than MaxGridMiss of
 // their grid within the window [from, to) (seconds on the run's clock; infinities
-// for the whole run): ping probes (a lost probe is a point: the network lost it, the
+// for the whole run): probes (ICMP's, UDP's) (a lost probe is a point: the network lost it, the
 // prober did not) and qdisc and BQL samples over the run, TCP flows over the time
 // the streams run. Only series an agent measured are checked (flent's files name no
 // host, and their runners start when they start); an incomplete run is not checked.
@@ -41,8 +41,8 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 		// first and last are the window's points, by index; a point counts when
 		// its time is within [from, to) too.
 		var first, last int
-		switch se.Kind {
-		case datafile.KindPing:
+		switch datafile.Classify(se).Role {
+		case datafile.RoleProbe:
 			// Probe k goes at t0 + k*step: the last point, at the end, has none.
 			last = g.Index(end) - 1
 			have = make([]bool, g.N)
@@ -55,7 +55,7 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 					have[k] = true
 				}
 			}
-		case datafile.KindQdisc, datafile.KindBQL:
+		case datafile.RoleQdisc, datafile.RoleTxQueue:
 			last = g.Index(end) - 1
 			have = make([]bool, g.N)
 			for _, s := range ss {
@@ -63,7 +63,7 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 					have[k] = true
 				}
 			}
-		case datafile.KindTCP:
+		case datafile.RoleFlow:
 			// Intervals cover (start, end]: the point at the streams' start has none.
 			first, last = g.Index(loadStart)+1, g.Index(loadEnd)
 			vs := AlignIntervals(g, ss)

@@ -140,8 +140,8 @@ func deviceSeries(run *datafile.Run) (map[string]*devSeries, []string) {
 		return d
 	}
 	for _, se := range run.Series {
-		switch se.Kind {
-		case datafile.KindSojourn:
+		switch role := datafile.Classify(se).Role; role {
+		case datafile.RoleSojourn:
 			if se.Host != "" && se.Dev != "" {
 				d := get(se.Host, se.Dev)
 				if strings.HasSuffix(se.Stat, EchoSuffix) {
@@ -150,13 +150,13 @@ func deviceSeries(run *datafile.Run) (map[string]*devSeries, []string) {
 					d.sojourn = append(d.sojourn, run.Samples[se.Name])
 				}
 			}
-		case datafile.KindShaper:
+		case datafile.RoleShaper:
 			if se.Host != "" && se.Dev != "" {
 				get(se.Host, se.Dev).shaper = run.Samples[se.Name]
 			}
-		case datafile.KindQdisc, datafile.KindBQL:
+		case datafile.RoleQdisc, datafile.RoleTxQueue:
 			st, ok := BottleneckStat(se)
-			if !ok && se.Kind == datafile.KindQdisc {
+			if !ok && role == datafile.RoleQdisc {
 				// The byte counter is no bottleneck row of its own.
 				if hd, ok := qdiscStat(se, "root bytes"); ok {
 					get(hd[0], hd[1]).bytes = run.Samples[se.Name]

@@ -175,7 +175,7 @@ func placeOf(se datafile.Series) (host, dev, stat string) {
 		hostDev, s, _ := strings.Cut(rest, " ")
 		host, dev, _ = strings.Cut(hostDev, ":")
 		stat = s
-		if se.Kind == datafile.KindBQL {
+		if datafile.Classify(se).Role == datafile.RoleTxQueue {
 			_, stat, _ = strings.Cut(s, " ") // "tx-0 inflight"
 		}
 	}
@@ -189,7 +189,7 @@ func placeOf(se datafile.Series) (host, dev, stat string) {
 // flows that keep a queue, which stay old; how many of each the qdisc holds is
 // its picture over time, and no summary row.
 func FlowList(se datafile.Series) (DevStat, bool) {
-	if se.Kind != datafile.KindQdisc {
+	if datafile.Classify(se).Role != datafile.RoleQdisc {
 		return DevStat{}, false
 	}
 	host, dev, stat := placeOf(se)
@@ -207,12 +207,13 @@ func FlowList(se datafile.Series) (DevStat, bool) {
 // device and statistic (Dev, Queue, Stat); files from before those fields say the
 // same in the name ("qdisc HOST:DEV WHERE FIELD", "bql HOST:DEV tx-N STAT").
 func BottleneckStat(se datafile.Series) (DevStat, bool) {
-	if se.Kind != datafile.KindQdisc && se.Kind != datafile.KindBQL {
+	role := datafile.Classify(se).Role
+	if role != datafile.RoleQdisc && role != datafile.RoleTxQueue {
 		return DevStat{}, false
 	}
 	host, dev, stat := placeOf(se)
 	st := DevStat{Host: host, Dev: dev}
-	if se.Kind == datafile.KindBQL {
+	if role == datafile.RoleTxQueue {
 		switch stat {
 		case "inflight":
 			st.Row = "BQL inflight"

@@ -197,7 +197,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		// A probe of a kind of its own (a UDP probe's round trips) is a test's
 		// own series: a comparison shows its rows' medians, as it did when the
 		// probe had one row. ICMP ping has the comparison's fixed rows.
-		own := se.Kind != datafile.KindPing
+		own := !datafile.Classify(se).ICMP
 		for _, r := range []Row{rowOf(se.Name, se.Units, p.whole), rowOf(se.Name+LoadedSuffix, se.Units, p.loaded), rowOf(se.Name+IdleSuffix, se.Units, p.idle)} {
 			r.Own = own
 			s.Rows = append(s.Rows, r)
@@ -223,7 +223,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	flows := map[string]bool{}
 	for _, se := range run.Series {
-		flows[se.Name] = se.Kind == datafile.KindTCP
+		flows[se.Name] = datafile.Classify(se).Role == datafile.RoleFlow
 	}
 	for _, g := range Throughput(run) {
 		vs := g.Values
@@ -248,12 +248,12 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	// Series of other kinds (request/response latency, CPU shares) get a row of
 	// their own name over the run, as flent summarises a series from its raw values.
 	for _, se := range run.Series {
-		switch se.Kind {
-		case datafile.KindPing, datafile.KindTCP, datafile.KindQdisc, datafile.KindBQL, datafile.KindSojourn, datafile.KindShaper:
-			// The shaper's rate is each device's configured rate row (delayRows).
-			continue
-		}
-		if datafile.IsRTT(se) {
+		switch datafile.Classify(se).Role {
+		case datafile.RoleOwn, datafile.RoleFlowStat:
+		default:
+			// Flows and probes have their rows above, the bottleneck's series
+			// theirs (the shaper's rate is each device's configured rate row,
+			// delayRows).
 			continue
 		}
 		var xs []float64
@@ -374,11 +374,12 @@ func foldFlows(run *datafile.Run, rows []Row) []Row {
 	var order []string
 	groups := map[string]*group{}
 	for _, se := range run.Series {
-		if se.Direction == "" || (se.Kind != datafile.KindTCP && se.Kind != "tcpinfo") {
+		role := datafile.Classify(se).Role
+		if se.Direction == "" || (role != datafile.RoleFlow && role != datafile.RoleFlowStat) {
 			continue
 		}
 		name := "TCP " + se.Direction + " flows"
-		if se.Kind != datafile.KindTCP {
+		if role == datafile.RoleFlowStat {
 			name += " " + se.Stat
 		}
 		name = datafile.PairName(name, se.Pair)
@@ -450,7 +451,7 @@ func Throughput(run *datafile.Run) []GridSeries {
 	var groups []*group
 	byKey := map[key]*group{}
 	for _, se := range run.Series {
-		if se.Kind != datafile.KindTCP {
+		if datafile.Classify(se).Role != datafile.RoleFlow {
 			continue
 		}
 		aligned := AlignIntervals(grid, run.Samples[se.Name])

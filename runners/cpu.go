@@ -19,10 +19,6 @@ import (
 // seed 001 reports the system time a UDP flood costs, and users compare qdiscs by
 // the sys and softirq share they take on the bottleneck host.
 
-// KindCPU is the data file's kind for CPU share series. It belongs beside
-// datafile's other kinds; it is defined here so that this runner stays one file.
-const KindCPU = "cpu"
-
 // procStat is where Linux accounts CPU time, in jiffies since boot.
 const procStat = "/proc/stat"
 
@@ -240,7 +236,7 @@ func (s *cpuSampler) observe(prev map[string]cpuJiffies, cpus []cpuJiffies, t fl
 			name = "all"
 		}
 		for _, sh := range shares {
-			emit(datafile.Series{Name: CPUSeries(s.host, name, sh.Stat), Kind: KindCPU, Units: "%", Host: s.host, Stat: sh.Stat},
+			emit(datafile.Series{Name: CPUSeries(s.host, name, sh.Stat), Kind: datafile.KindCPU, Units: "%", Host: s.host, Stat: sh.Stat},
 				datafile.Sample{T: t, V: sh.V})
 		}
 	}

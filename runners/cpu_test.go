@@ -218,7 +218,7 @@ func TestCPUObserveSteps(t *testing.T) {
 	if got, want := len(rec.declared), 3*7; got != want {
 		t.Errorf("%d series declared, want %d", got, want)
 	}
-	if s := rec.declared["cpu server cpu1 softirq"]; s != (datafile.Series{Name: "cpu server cpu1 softirq", Kind: KindCPU,
+	if s := rec.declared["cpu server cpu1 softirq"]; s != (datafile.Series{Name: "cpu server cpu1 softirq", Kind: datafile.KindCPU,
 		Units: "%", Host: "server", Stat: "softirq"}) {
 		t.Errorf("declared %+v", s)
 	}
@@ -278,7 +278,7 @@ func TestCPURun(t *testing.T) {
 			}
 			var got []string
 			for name, s := range rec.declared {
-				if s.Kind != KindCPU || s.Units != "%" || s.Host != "h" || name != CPUSeries("h", strings.Fields(name)[2], s.Stat) {
+				if s.Kind != datafile.KindCPU || s.Units != "%" || s.Host != "h" || name != CPUSeries("h", strings.Fields(name)[2], s.Stat) {
 					t.Errorf("declared %+v", s)
 				}
 				if cpu := strings.Fields(name)[2]; cpu != "all" && s.Stat == "busy" {

@@ -55,10 +55,6 @@ import (
 // takes the connection, and closes it otherwise. Then each transaction is
 // request_size bytes one way and response_size bytes back, the contents unread.
 
-// KindRR is the data file's kind for request/response series. It belongs beside
-// datafile's other kinds; it is defined here so that this runner stays one file.
-const KindRR = "rr"
-
 // Default series names.
 const (
 	UDPRRSeries = "UDP RR latency"
@@ -534,9 +530,9 @@ func rrClientKind(udp bool) Kind {
 			if err != nil {
 				return nil, nil, err
 			}
-			series := []datafile.Series{{Name: c.series, Kind: KindRR, Units: "ms"}}
+			series := []datafile.Series{{Name: c.series, Kind: datafile.KindRR, Units: "ms"}}
 			if c.rateSeries != "" {
-				series = append(series, datafile.Series{Name: c.rateSeries, Kind: KindRR, Units: "transactions/s"})
+				series = append(series, datafile.Series{Name: c.rateSeries, Kind: datafile.KindRR, Units: "transactions/s"})
 			}
 			for _, s := range series {
 				if err := pl.Claim(s.Name); err != nil {

@@ -45,9 +45,11 @@ func TestParseTOS(t *testing.T) {
 }
 
 func TestRRPlan(t *testing.T) {
-	lat := func(name string) datafile.Series { return datafile.Series{Name: name, Kind: KindRR, Units: "ms"} }
+	lat := func(name string) datafile.Series {
+		return datafile.Series{Name: name, Kind: datafile.KindRR, Units: "ms"}
+	}
 	rate := func(name string) datafile.Series {
-		return datafile.Series{Name: name, Kind: KindRR, Units: "transactions/s"}
+		return datafile.Series{Name: name, Kind: datafile.KindRR, Units: "transactions/s"}
 	}
 	for _, tc := range []struct {
 		kind   string

@@ -22,9 +22,6 @@ import (
 // The file is parsed by prometheus/procfs, which knows its layouts across kernel
 // versions (11 columns before 5.10, the CPU's index from 5.10 on).
 
-// KindSoftnet is the data file's kind for softnet series.
-const KindSoftnet = "softnet"
-
 // SoftnetSeries names a softnet series: cpu is "all" for the whole host or
 // "cpuN"; stat is processed, dropped, time_squeeze or flow_limit.
 func SoftnetSeries(host, cpu, stat string) string {
@@ -148,11 +145,11 @@ func (s *softnetSampler) observe(prev, cur map[uint32]procfs.SoftnetStat, dt, t 
 			total += uint64(d)
 			if s.perCore {
 				name := fmt.Sprintf("cpu%d", cpu)
-				emit(datafile.Series{Name: SoftnetSeries(s.host, name, st.stat), Kind: KindSoftnet, Units: st.units, Host: s.host, Stat: st.stat},
+				emit(datafile.Series{Name: SoftnetSeries(s.host, name, st.stat), Kind: datafile.KindSoftnet, Units: st.units, Host: s.host, Stat: st.stat},
 					datafile.Sample{T: t, V: float64(d) / dt, Dur: dt})
 			}
 		}
-		emit(datafile.Series{Name: SoftnetSeries(s.host, "all", st.stat), Kind: KindSoftnet, Units: st.units, Host: s.host, Stat: st.stat},
+		emit(datafile.Series{Name: SoftnetSeries(s.host, "all", st.stat), Kind: datafile.KindSoftnet, Units: st.units, Host: s.host, Stat: st.stat},
 			datafile.Sample{T: t, V: float64(total) / dt, Dur: dt})
 	}
 }

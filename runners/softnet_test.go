@@ -24,7 +24,7 @@ func TestSoftnetObserve(t *testing.T) {
 	}
 	out := map[string]got{}
 	emit := func(se datafile.Series, x datafile.Sample) {
-		if se.Kind != KindSoftnet || se.Host != "r1" || x.Dur != 0.5 || x.T != 100 {
+		if se.Kind != datafile.KindSoftnet || se.Host != "r1" || x.Dur != 0.5 || x.T != 100 {
 			t.Errorf("series %+v sample %+v", se, x)
 		}
 		out[se.Name] = got{x.V, se.Units}

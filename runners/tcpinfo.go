@@ -10,11 +10,6 @@ import (
 	"github.com/bloatbench/bloatbench/datafile"
 )
 
-// KindTCPInfo is the kind of the series a stream's sender reads from the kernel's
-// TCP_INFO each step: what the congestion control sees, beside what the receiver
-// counts.
-const KindTCPInfo = "tcpinfo"
-
 // tcpInfoStats are the statistics read, with their units: the smoothed round
 // trip and its variation, the congestion window, the segments retransmitted in
 // the step, the kernel's delivery and pacing rates, and the segments delivered
@@ -58,7 +53,7 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 	}
 	if env.Declare != nil {
 		for _, s := range tcpInfoStats {
-			env.Declare(datafile.Series{Name: TCPInfoSeries(flow, s.stat), Kind: KindTCPInfo, Units: s.units, Host: host,
+			env.Declare(datafile.Series{Name: TCPInfoSeries(flow, s.stat), Kind: datafile.KindTCPInfo, Units: s.units, Host: host,
 				Direction: direction, Stat: s.stat})
 		}
 	}

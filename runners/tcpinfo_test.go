@@ -97,7 +97,7 @@ func TestTCPInfoAndMarksThroughTheKinds(t *testing.T) {
 		for _, stat := range []string{"srtt", "rttvar", "cwnd", "retransmits", "delivery_rate", "pacing_rate", "delivered_ce"} {
 			name := TCPInfoSeries(c.flow, stat)
 			se, ok := c.env.declared[name]
-			if !ok || se.Kind != KindTCPInfo || se.Host != c.host || se.Stat != stat {
+			if !ok || se.Kind != datafile.KindTCPInfo || se.Host != c.host || se.Stat != stat {
 				t.Errorf("%s: declared %+v", name, se)
 			}
 			ss := c.env.m[name]

@@ -56,10 +56,6 @@ import (
 // The 8-byte key (the rr runners use 16) keeps the header at 16 bytes, the
 // smallest packet_size: 2^64 keys are past guessing by a stray sender.
 
-// KindUDP is the data file's kind for UDP flood series. It belongs beside
-// datafile's other kinds; it is defined here so that this runner stays one file.
-const KindUDP = "udp"
-
 // UDPFloodSeries is a flood's default series name, flent's udp_flood's.
 const UDPFloodSeries = "UDP upload"
 
@@ -618,7 +614,7 @@ func (s *udpSink) sample(f *sinkFlow, now time.Time, final bool) {
 		// on: a qdisc's CE marks per second, what an L4S sender reacts to.
 		for cp, n := range f.ecnAll {
 			if n > 0 {
-				se := datafile.Series{Name: f.name + ecnSeriesSuffix(cp), Kind: KindUDP, Units: "packets/s", Host: s.spec.Host}
+				se := datafile.Series{Name: f.name + ecnSeriesSuffix(cp), Kind: datafile.KindUDP, Units: "packets/s", Host: s.spec.Host}
 				s.declare(se, datafile.Sample{T: t, V: float64(f.ecn[cp]) / dur, Dur: dur})
 			}
 		}
@@ -816,9 +812,9 @@ func udpFlowSeries(pl *Planner, names []string, marking, cc string) ([]datafile.
 	}
 	var series []datafile.Series
 	for _, name := range names {
-		flow := pl.Next(KindUDP)
+		flow := pl.Next(datafile.KindUDP)
 		for _, k := range kinds {
-			se := datafile.Series{Name: name + k.suffix, Kind: KindUDP, Units: k.units, Host: k.host,
+			se := datafile.Series{Name: name + k.suffix, Kind: datafile.KindUDP, Units: k.units, Host: k.host,
 				Direction: Upload, Flow: flow, Marking: marking, CC: cc}
 			if err := pl.Claim(se.Name); err != nil {
 				return nil, err

@@ -48,7 +48,7 @@ func floodSeries(name string, flow int, marking string) []datafile.Series {
 		{"", "Mbits/s", datafile.HostPeer}, {" sent", "Mbits/s", ""}, {" loss", "%", datafile.HostPeer},
 		{" tx pps", "packets/s", ""}, {" rx pps", "packets/s", datafile.HostPeer},
 	} {
-		out = append(out, datafile.Series{Name: name + s.suffix, Kind: KindUDP, Units: s.units, Host: s.host,
+		out = append(out, datafile.Series{Name: name + s.suffix, Kind: datafile.KindUDP, Units: s.units, Host: s.host,
 			Direction: Upload, Flow: flow, Marking: marking})
 	}
 	return out
@@ -513,7 +513,7 @@ func TestUDPSinkECNCensus(t *testing.T) {
 	var names []string
 	for _, se := range sinkRec.declared {
 		names = append(names, se.Name)
-		if se.Kind != KindUDP || se.Units != "packets/s" {
+		if se.Kind != datafile.KindUDP || se.Units != "packets/s" {
 			t.Errorf("declared %+v", se)
 		}
 	}

@@ -61,10 +61,6 @@ import (
 //
 // A request with a wrong MAC, a bad size or non-zero reserved bytes gets no answer.
 
-// KindUDPProbe is the data file's kind for UDP probe series. It belongs beside
-// datafile's other kinds; it is defined here so that this runner stays one file.
-const KindUDPProbe = "udpprobe"
-
 // UDPProbeSeries is the default base of a probe job's series names.
 const UDPProbeSeries = "UDP probe"
 
@@ -425,7 +421,7 @@ var udpProbeKind = Kind{
 		}
 		var series []datafile.Series
 		for _, suffix := range []string{udpProbeRTTSuffix, udpProbeUpSuffix, udpProbeDownSuffix} {
-			se := datafile.Series{Name: c.series + suffix, Kind: KindUDPProbe, Units: "ms", Marking: c.marking}
+			se := datafile.Series{Name: c.series + suffix, Kind: datafile.KindUDPProbe, Units: "ms", Marking: c.marking}
 			if suffix == udpProbeRTTSuffix {
 				// The round trips get idle and loaded rows, as ping's do; the
 				// one-way delays' samples are timed at the reply too, not at

@@ -181,7 +181,7 @@ func TestUDPProbeDelays(t *testing.T) {
 
 func TestUDPProbePlan(t *testing.T) {
 	ms := func(name, marking string) datafile.Series {
-		return datafile.Series{Name: name, Kind: KindUDPProbe, Units: "ms", Marking: marking}
+		return datafile.Series{Name: name, Kind: datafile.KindUDPProbe, Units: "ms", Marking: marking}
 	}
 	three := func(base, marking string) []datafile.Series {
 		rtt := ms(base+" RTT", marking)

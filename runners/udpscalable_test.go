@@ -51,7 +51,7 @@ func TestUDPScalablePlan(t *testing.T) {
 		json.Unmarshal(raw, &p)
 		for i, se := range series {
 			names = append(names, se.Name+" "+se.Units+" "+se.Host)
-			if se.Kind != KindUDP || se.Flow != 1+i/7 || se.CC != "scalable" || se.Direction != Upload {
+			if se.Kind != datafile.KindUDP || se.Flow != 1+i/7 || se.CC != "scalable" || se.Direction != Upload {
 				t.Errorf("plan %v: series %+v", tc.params, se)
 			}
 		}
