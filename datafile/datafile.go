@@ -31,7 +31,6 @@ const (
 	TypeEnd     = "end"
 )
 
-
 // Where a ping series' times come from (Series.Timestamps).
 const (
 	// StampsKernel: the kernel's software stamps both ways, the send stamp taken as
@@ -202,7 +201,6 @@ type Series struct {
 	// MeasureRTT for a probe's round trips.
 	Measure string `json:"measure,omitempty"`
 }
-
 
 // PairName is the name a series of pair p has in a run with several pairs: the
 // name a test gives it, then the pair, so that each pair's rows sort together. No
