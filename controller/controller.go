@@ -1080,6 +1080,9 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 					se.Target = in.spec.Target
 				}
 				se.Name, se.Pair = datafile.PairName(se.Name, pair), pair
+				if in.spec.Duration > 0 {
+					se.Start, se.Duration = j.Start.Eval(timing), in.spec.Duration
+				}
 				in.series = append(in.series, se)
 				in.from = append(in.from, from)
 			}

@@ -23,9 +23,11 @@ const (
 	KindSoftnet  = "softnet"  // a host's softnet counters
 )
 
-// MeasureRTT marks a series whose samples are probes' round trips, as a ping
-// series' are: V the round trip in ms, T when the reply came (a lost probe: when
-// it was sent). Reports split them into idle and loaded as they split ping's.
+// MeasureRTT marks a series whose samples are round trips, as a ping series'
+// are: V the round trip in ms, T when the reply came (a lost probe: when it was
+// sent), or for a request/response client the mean of the transactions of an
+// interval (Dur) that ended at T. Reports split them into idle and loaded as they
+// split ping's.
 const MeasureRTT = "rtt"
 
 // Role is what a series is to the reports.

@@ -200,6 +200,11 @@ type Series struct {
 	// Measure says what a series' samples are where its kind alone does not:
 	// MeasureRTT for a probe's round trips.
 	Measure string `json:"measure,omitempty"`
+	// Start and Duration are when the job that measured it ran: seconds after
+	// t0, and for how long; a Duration of 0 is the whole run (a background job,
+	// or a file from before them). Reports check a series' coverage over them.
+	Start    float64 `json:"start,omitempty"`
+	Duration float64 `json:"duration,omitempty"`
 }
 
 // PairName is the name a series of pair p has in a run with several pairs: the

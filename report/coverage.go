@@ -15,10 +15,13 @@ const MaxGridMiss = 0.05
 
 // GridWarnings says which series of a complete run miss more than MaxGridMiss of
 // their grid within the window [from, to) (seconds on the run's clock; infinities
-// for the whole run): probes (ICMP's, UDP's) (a lost probe is a point: the network lost it, the
-// prober did not) and qdisc and BQL samples over the run, TCP flows over the time
-// the streams run. Only series an agent measured are checked (flent's files name no
-// host, and their runners start when they start); an incomplete run is not checked.
+// for the whole run). Each series is checked over its job's window (the series'
+// Start and Duration; in files from before them the streams' for flows, the whole
+// run for the rest): probes' round trips (ICMP's, a UDP probe's, a
+// request/response client's; a lost probe is a point: the network lost it, the
+// prober did not), qdisc and BQL samples, TCP flows. Only series an agent measured
+// are checked (flent's files name no host, and their runners start when they
+// start); an incomplete run is not checked.
 func GridWarnings(run *datafile.Run, from, to float64) []string {
 	if run.Incomplete {
 		return nil
@@ -41,35 +44,43 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 		// first and last are the window's points, by index; a point counts when
 		// its time is within [from, to) too.
 		var first, last int
-		switch datafile.Classify(se).Role {
-		case datafile.RoleProbe:
-			// Probe k goes at t0 + k*step: the last point, at the end, has none.
-			last = g.Index(end) - 1
+		role := datafile.Classify(se).Role
+		// The job's window: what the series says, else (files from before it)
+		// the streams' for flows and the whole run for the rest.
+		ws, we := m.T0, end
+		switch {
+		case se.Duration > 0:
+			ws, we = m.T0+se.Start, m.T0+se.Start+se.Duration
+		case role == datafile.RoleFlow:
+			ws, we = loadStart, loadEnd
+		}
+		switch {
+		case role == datafile.RoleFlow || (role == datafile.RoleProbe && intervals(ss)):
+			// Intervals (a flow's, a request/response client's) cover (start,
+			// end]: the point at the window's start has none.
+			first, last = g.Index(ws)+1, g.Index(we)
+			vs := AlignIntervals(g, ss)
+			have = make([]bool, g.N)
+			for k, v := range vs {
+				have[k] = !math.IsNaN(v)
+			}
+		case role == datafile.RoleProbe:
+			// Probe k goes at the window's start + k*step: the last point, at its
+			// end, has none.
+			first, last = g.Index(ws), g.Index(we)-1
 			have = make([]bool, g.N)
 			for _, s := range ss {
-				sent := s.T
-				if !s.Lost {
-					sent -= s.V / 1e3
-				}
-				if k := g.Index(sent); k >= 0 && k < g.N {
+				if k := g.Index(sentAt(s)); k >= 0 && k < g.N {
 					have[k] = true
 				}
 			}
-		case datafile.RoleQdisc, datafile.RoleTxQueue:
-			last = g.Index(end) - 1
+		case role == datafile.RoleQdisc || role == datafile.RoleTxQueue:
+			first, last = g.Index(ws), g.Index(we)-1
 			have = make([]bool, g.N)
 			for _, s := range ss {
 				if k := g.Index(s.T); k >= 0 && k < g.N {
 					have[k] = true
 				}
-			}
-		case datafile.RoleFlow:
-			// Intervals cover (start, end]: the point at the streams' start has none.
-			first, last = g.Index(loadStart)+1, g.Index(loadEnd)
-			vs := AlignIntervals(g, ss)
-			have = make([]bool, g.N)
-			for k, v := range vs {
-				have[k] = !math.IsNaN(v)
 			}
 		default:
 			continue

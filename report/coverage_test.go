@@ -56,6 +56,15 @@ func TestGridWarnings(t *testing.T) {
 			"and 15 more series miss more than 5% of their grid: qdisc server:test0 1:6 backlog, qdisc server:test0 1:7 backlog, " +
 				"qdisc server:test0 1:8 backlog, qdisc server:test0 1:9 backlog, qdisc server:test0 1:10 backlog, qdisc server:test0 1:11 backlog, " +
 				"qdisc server:test0 1:12 backlog, qdisc server:test0 1:13 backlog and 7 others"}},
+		{name: "a request/response client over its job's window, the streams'", change: func(run *datafile.Run) {
+			addRR(run, true, nil)
+		}},
+		{name: "a request/response client that stalled for a second", change: func(run *datafile.Run) {
+			addRR(run, true, func(k int) bool { return k <= 20 || k > 26 })
+		}, want: []string{"TCP RR latency has 44 of its 50 grid points (misses 12%"}},
+		{name: "a file without the job's window: the whole run", change: func(run *datafile.Run) {
+			addRR(run, false, nil)
+		}, want: []string{"TCP RR latency has 50 of its 70 grid points"}},
 		{name: "a flent file's series name no host", change: func(run *datafile.Run) {
 			run.Samples["Ping (ms) ICMP"] = run.Samples["Ping (ms) ICMP"][5:]
 			for i := range run.Series {
@@ -93,5 +102,22 @@ func TestGridWarnings(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "\n Warning: Ping (ms) ICMP has 65 of its 70 grid points") {
 		t.Errorf("text summary:\n%s", b.String())
+	}
+}
+
+// addRR adds a request/response client's latency that ran while the streams did
+// (delay 2 s, length 10 s): an interval mean each step, where keep says (nil: every
+// step); window says whether the series carries its job's window.
+func addRR(run *datafile.Run, window bool, keep func(k int) bool) {
+	m := run.Metadata
+	se := datafile.Series{Name: "TCP RR latency", Kind: datafile.KindRR, Units: "ms", Host: "client", Measure: datafile.MeasureRTT}
+	if window {
+		se.Start, se.Duration = m.Delay, m.Length
+	}
+	run.Series = append(run.Series, se)
+	for k := 1; k <= 50; k++ {
+		if keep == nil || keep(k) {
+			run.Samples[se.Name] = append(run.Samples[se.Name], datafile.Sample{T: m.T0 + m.Delay + float64(k)*m.Step, V: 0.3, Dur: m.Step})
+		}
 	}
 }

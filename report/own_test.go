@@ -371,3 +371,25 @@ func TestOwnRowOfZerosIsTheGrids(t *testing.T) {
 		t.Errorf("values: %+v, want the 10 samples'", r)
 	}
 }
+
+// A request/response client's latency is a round trip: it has a loaded row beside
+// its whole-run row (the row flent's name carries, as flent prints it: the mean
+// of the samples), and no idle row when the client ran only while the streams did.
+func TestRRLatencyRowsAreAProbe(t *testing.T) {
+	run := syntheticRun(1, false)
+	addRR(run, true, nil)
+	rows := rowsByName(Summarize(run))
+	whole, loaded := rows["TCP RR latency"], rows["TCP RR latency"+LoadedSuffix]
+	if whole.Points != 50 || math.Abs(whole.Avg-0.3) > 1e-9 || !whole.Own {
+		t.Errorf("whole-run row %+v, want 50 points of 0.3 ms, the test's own", whole)
+	}
+	if loaded.Points != 50 || loaded.Median != 0.3 || !loaded.Own {
+		t.Errorf("loaded row %+v, want the 50 intervals of the streams' time", loaded)
+	}
+	if r, ok := rows["TCP RR latency"+IdleSuffix]; ok {
+		t.Errorf("an idle row %+v for a client that did not run idle", r)
+	}
+	if r := rows["Ping (ms) ICMP"+IdleSuffix]; r.Points == 0 {
+		t.Errorf("ping's idle row %+v lost", r)
+	}
+}

@@ -115,10 +115,7 @@ const (
 // probe's own wake-up put its stamp a little either side, and that must not move
 // it between rows (with -d 2 -s 0.2 the idle row has its 10 points, every time).
 func PingPhaseOf(m datafile.Metadata, x datafile.Sample) Phase {
-	sent := x.T
-	if !x.Lost {
-		sent -= x.V / 1e3
-	}
+	sent := sentAt(x)
 	slack := 1e-3
 	if m.Step > 0 {
 		slack = math.Min(slack, m.Step/4)
@@ -130,6 +127,19 @@ func PingPhaseOf(m datafile.Metadata, x datafile.Sample) Phase {
 		return Loaded
 	}
 	return After
+}
+
+// sentAt is when a round trip sample's probe went: its reply's time less the
+// round trip (a lost probe's time is when it went), or for an interval's mean
+// (a request/response client's, Dur set) the interval's middle.
+func sentAt(x datafile.Sample) float64 {
+	switch {
+	case x.Dur > 0:
+		return x.T - x.Dur/2
+	case x.Lost:
+		return x.T
+	}
+	return x.T - x.V/1e3
 }
 
 // Summarize computes a run's summary.
@@ -198,10 +208,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		// own series: a comparison shows its rows' medians, as it did when the
 		// probe had one row. ICMP ping has the comparison's fixed rows.
 		own := !datafile.Classify(se).ICMP
-		for _, r := range []Row{rowOf(se.Name, se.Units, p.whole), rowOf(se.Name+LoadedSuffix, se.Units, p.loaded), rowOf(se.Name+IdleSuffix, se.Units, p.idle)} {
-			r.Own = own
-			s.Rows = append(s.Rows, r)
-		}
+		s.Rows = append(s.Rows, probeRows(se.Name, se.Units, own, p.whole, p.loaded, p.idle)...)
 		if se.Pair == "" {
 			continue
 		}
@@ -216,10 +223,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	for _, base := range pooledOrder {
 		p := pooled[base]
-		for _, r := range []Row{rowOf(base, p.units, p.whole), rowOf(base+LoadedSuffix, p.units, p.loaded), rowOf(base+IdleSuffix, p.units, p.idle)} {
-			r.Own = p.own
-			s.Rows = append(s.Rows, r)
-		}
+		s.Rows = append(s.Rows, probeRows(base, p.units, p.own, p.whole, p.loaded, p.idle)...)
 	}
 	flows := map[string]bool{}
 	for _, se := range run.Series {
@@ -495,6 +499,27 @@ func Throughput(run *datafile.Run) []GridSeries {
 
 func sortRows(rows []Row) {
 	sort.SliceStable(rows, func(i, j int) bool { return naturalLess(rows[i].Name, rows[j].Name) })
+}
+
+// probeRows are a probe's rows: the whole run's, the loaded and the idle. A test's
+// own probe has no row of a phase it did not run in (a request/response client
+// that runs while the streams do has no idle replies); ICMP ping's rows are
+// always there, as compare and batches read them by name, and a probe that had no
+// reply at all keeps all three, empty, to say so.
+func probeRows(name, units string, own bool, whole, loaded, idle []float64) []Row {
+	rows := []Row{rowOf(name, units, whole)}
+	for _, ph := range []struct {
+		suffix string
+		xs     []float64
+	}{{LoadedSuffix, loaded}, {IdleSuffix, idle}} {
+		if len(ph.xs) > 0 || len(whole) == 0 || !own {
+			rows = append(rows, rowOf(name+ph.suffix, units, ph.xs))
+		}
+	}
+	for i := range rows {
+		rows[i].Own = own
+	}
+	return rows
 }
 
 func rowOf(name, units string, xs []float64) Row {

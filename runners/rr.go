@@ -530,7 +530,9 @@ func rrClientKind(udp bool) Kind {
 			if err != nil {
 				return nil, nil, err
 			}
-			series := []datafile.Series{{Name: c.series, Kind: datafile.KindRR, Units: "ms"}}
+			// The latency is a round trip as a probe's is (idle and loaded rows,
+			// the latency axis), each sample an interval's mean.
+			series := []datafile.Series{{Name: c.series, Kind: datafile.KindRR, Units: "ms", Measure: datafile.MeasureRTT}}
 			if c.rateSeries != "" {
 				series = append(series, datafile.Series{Name: c.rateSeries, Kind: datafile.KindRR, Units: "transactions/s"})
 			}

@@ -46,7 +46,7 @@ func TestParseTOS(t *testing.T) {
 
 func TestRRPlan(t *testing.T) {
 	lat := func(name string) datafile.Series {
-		return datafile.Series{Name: name, Kind: datafile.KindRR, Units: "ms"}
+		return datafile.Series{Name: name, Kind: datafile.KindRR, Units: "ms", Measure: datafile.MeasureRTT}
 	}
 	rate := func(name string) datafile.Series {
 		return datafile.Series{Name: name, Kind: datafile.KindRR, Units: "transactions/s"}
