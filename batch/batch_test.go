@@ -122,9 +122,9 @@ func TestChange(t *testing.T) {
 func summary(test string, ping, sum float64) report.Compared {
 	return report.Compared{Setup: "S", Streams: "4 download streams", Summary: report.Summary{Test: test, Rows: []report.Row{
 		// flent's whole-run row is not what the ping metrics read: the loaded row is.
-		{Name: "Ping (ms) ICMP", Avg: 1, Median: 1, P99: 1},
-		{Name: "Ping (ms) ICMP loaded", Avg: ping, Median: ping, P99: ping},
-		{Name: "TCP download sum", Avg: sum, Median: sum},
+		{Name: "Ping (ms) ICMP", Avg: 1, Median: 1, P99: 1, Key: report.Key{Family: report.FamilyProbe, Series: "Ping (ms) ICMP"}},
+		{Name: "Ping (ms) ICMP loaded", Avg: ping, Median: ping, P99: ping, Key: report.Key{Family: report.FamilyProbe, Series: "Ping (ms) ICMP", Phase: report.LoadedPhase}},
+		{Name: "TCP download sum", Avg: sum, Median: sum, Key: report.Key{Family: report.FamilyFlows, Direction: "download", Stat: "sum"}},
 	}}}
 }
 

@@ -58,10 +58,11 @@ type Metric struct {
 	Value func(Summary) float64
 }
 
-func rowValue(name string, pick func(Row) float64) func(Summary) float64 {
+// rowValue reads pick off the row of key k; NaN when the run has none.
+func rowValue(k Key, pick func(Row) float64) func(Summary) float64 {
 	return func(s Summary) float64 {
 		for _, r := range s.Rows {
-			if r.Name == name {
+			if r.Key == k {
 				return pick(r)
 			}
 		}
@@ -90,17 +91,13 @@ func jain(s Summary) float64 {
 	return sum * sum / (float64(n) * sq)
 }
 
-// bottleneckSum adds the averages of every bottleneck row ending in suffix (one per
-// device); NaN when the run recorded none.
-func bottleneckSum(suffix string) func(Summary) float64 { return rowsSum("Qdisc ", suffix) }
-
-// rowsSum adds the averages of every row named prefix...suffix; NaN when the run
-// has none.
-func rowsSum(prefix, suffix string) func(Summary) float64 {
+// bottleneckSum adds the averages of every bottleneck device's row of statistic
+// stat (one per device); NaN when the run recorded none.
+func bottleneckSum(stat string) func(Summary) float64 {
 	return func(s Summary) float64 {
 		sum, found := 0.0, false
 		for _, r := range s.Rows {
-			if strings.HasPrefix(r.Name, prefix) && strings.HasSuffix(r.Name, suffix) && !math.IsNaN(r.Avg) {
+			if r.Key.Family == FamilyBottleneck && r.Key.Stat == stat && !math.IsNaN(r.Avg) {
 				sum += r.Avg
 				found = true
 			}
@@ -121,53 +118,46 @@ const PingRow = "Ping (ms) ICMP"
 // flent's whole-run row (which mixes in the idle lead-in and lead-out).
 func AllMetrics() []Metric {
 	loaded, idle := PingRow+LoadedSuffix, PingRow+IdleSuffix
+	ping := Key{Family: FamilyProbe, Series: PingRow}
+	loadedKey, idleKey := ping, ping
+	loadedKey.Phase, idleKey.Phase = LoadedPhase, IdlePhase
 	ms := []Metric{
-		{loaded + " avg", "ms", 2, rowValue(loaded, avgOf)},
-		{loaded + " median", "ms", 2, rowValue(loaded, medianOf)},
-		{loaded + " p99", "ms", 2, rowValue(loaded, p99Of)},
-		{idle + " median", "ms", 2, rowValue(idle, medianOf)},
+		{loaded + " avg", "ms", 2, rowValue(loadedKey, avgOf)},
+		{loaded + " median", "ms", 2, rowValue(loadedKey, medianOf)},
+		{loaded + " p99", "ms", 2, rowValue(loadedKey, p99Of)},
+		{idle + " median", "ms", 2, rowValue(idleKey, medianOf)},
 	}
 	for _, dir := range []string{"download", "upload"} {
 		ms = append(ms,
-			Metric{"TCP " + dir + " sum", "Mbit/s", 2, rowValue("TCP "+dir+" sum", avgOf)},
-			Metric{"TCP " + dir + " per flow", "Mbit/s", 2, rowValue("TCP "+dir+" avg", avgOf)})
+			Metric{"TCP " + dir + " sum", "Mbit/s", 2, rowValue(Key{Family: FamilyFlows, Direction: dir, Stat: "sum"}, avgOf)},
+			Metric{"TCP " + dir + " per flow", "Mbit/s", 2, rowValue(Key{Family: FamilyFlows, Direction: dir, Stat: "avg"}, avgOf)})
 	}
 	ms = append(ms,
 		// Fairness differences live in the third and fourth decimal.
 		Metric{"Jain's fairness", "", 4, jain},
-		Metric{"Drops", "pkts/s", 2, bottleneckSum(" drops")},
-		Metric{"ECN marks", "pkts/s", 2, bottleneckSum(" ECN marks")},
+		Metric{"Drops", "pkts/s", 2, bottleneckSum("drops")},
+		Metric{"ECN marks", "pkts/s", 2, bottleneckSum("ECN marks")},
 		// What BQL lets into the driver's ring, summed over the bottlenecks: the
 		// queue a setup's limit_max moves out of the qdisc (seeds 000 and 003).
-		Metric{"BQL inflight", "bytes", 0, rowsSum("BQL ", " inflight")},
+		Metric{"BQL inflight", "bytes", 0, bottleneckSum("BQL inflight")},
 		// The kernel's per-packet sojourn in the busiest qdisc under test, and the
 		// share of the loaded ping's excess the qdiscs under test held.
-		Metric{"Qdisc sojourn median", "ms", 2, worstSojourn},
+		Metric{"Qdisc sojourn median", "ms", 2, worstRow(SojournStat)},
 		// dualpi2's two queues, each its own line: an L4S patch is judged by both.
-		Metric{"L queue delay median", "ms", 2, worstRow(" L queue delay")},
-		Metric{"C queue delay median", "ms", 2, worstRow(" C queue delay")},
+		Metric{"L queue delay median", "ms", 2, worstRow("L queue delay")},
+		Metric{"C queue delay median", "ms", 2, worstRow("C queue delay")},
 		Metric{"Qdisc share of the delay", "", 2, qdiscShare})
 	return ms
 }
 
-// worstSojourn is the largest median sojourn of every packet in the run's
-// devices (not the echo packets' rows, which end in " sojourn" too); NaN without
-// one.
-func worstSojourn(s Summary) float64 { return worstRow(SojournSuffix, EchoSojournSuffix)(s) }
-
-// worstRow is the largest median of the run's qdisc rows ending in suffix and not
-// in not, over its devices; NaN without one.
-func worstRow(suffix string, not ...string) func(Summary) float64 {
+// worstRow is the largest median of the run's bottleneck rows of statistic stat,
+// over its devices (every packet's sojourn: not the echo packets' row, a
+// statistic of its own); NaN without one.
+func worstRow(stat string) func(Summary) float64 {
 	return func(s Summary) float64 {
 		worst := math.NaN()
-	rows:
 		for _, r := range s.Rows {
-			for _, n := range not {
-				if strings.HasSuffix(r.Name, n) {
-					continue rows
-				}
-			}
-			if strings.HasPrefix(r.Name, "Qdisc ") && strings.HasSuffix(r.Name, suffix) && !math.IsNaN(r.Median) {
+			if r.Key.Family == FamilyBottleneck && r.Key.Stat == stat && !math.IsNaN(r.Median) {
 				if math.IsNaN(worst) || r.Median > worst {
 					worst = r.Median
 				}
@@ -220,12 +210,12 @@ func metricsFor(runs []Compared) []Metric {
 			}
 		}
 	}
-	seen := map[string]bool{}
+	seen := map[Key]bool{}
 	for _, r := range runs {
 		for _, row := range r.Summary.Rows {
-			if row.Own && !seen[row.Name] {
-				seen[row.Name] = true
-				out = append(out, Metric{row.Name + " median", row.Units, 2, rowValue(row.Name, medianOf)})
+			if row.Own && !seen[row.Key] {
+				seen[row.Key] = true
+				out = append(out, Metric{row.Name + " median", row.Units, 2, rowValue(row.Key, medianOf)})
 			}
 		}
 	}

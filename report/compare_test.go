@@ -164,7 +164,8 @@ func TestLookupMetric(t *testing.T) {
 		}
 	}
 	// The side-by-side shows the loaded row, not flent's whole-run row.
-	s := Summary{Rows: []Row{{Name: "Ping (ms) ICMP", Median: 1}, {Name: "Ping (ms) ICMP loaded", Median: 20}}}
+	s := Summary{Rows: []Row{{Name: "Ping (ms) ICMP", Median: 1, Key: Key{Family: FamilyProbe, Series: PingRow}},
+		{Name: "Ping (ms) ICMP loaded", Median: 20, Key: Key{Family: FamilyProbe, Series: PingRow, Phase: LoadedPhase}}}}
 	if m, _ := LookupMetric("Ping (ms) ICMP loaded median"); m.Value(s) != 20 {
 		t.Errorf("loaded median reads %v, want the loaded row's 20", m.Value(s))
 	}
@@ -178,10 +179,10 @@ func TestBQLInflightMetric(t *testing.T) {
 		t.Fatalf("metric %+v, found %v", m, ok)
 	}
 	s := Summary{Rows: []Row{
-		{Name: "BQL router:test0 inflight", Avg: 6056},
-		{Name: "BQL router:test1 inflight", Avg: 1514},
-		{Name: "BQL router:test0 limit", Avg: 99999},
-		{Name: "Qdisc router:test0 backlog", Avg: 5},
+		{Name: "BQL router:test0 inflight", Avg: 6056, Key: Key{Family: FamilyBottleneck, Dev: "router:test0", Stat: "BQL inflight"}},
+		{Name: "BQL router:test1 inflight", Avg: 1514, Key: Key{Family: FamilyBottleneck, Dev: "router:test1", Stat: "BQL inflight"}},
+		{Name: "BQL router:test0 limit", Avg: 99999, Key: Key{Family: FamilyBottleneck, Dev: "router:test0", Stat: "BQL limit"}},
+		{Name: "Qdisc router:test0 backlog", Avg: 5, Key: Key{Family: FamilyBottleneck, Dev: "router:test0", Stat: "backlog"}},
 	}}
 	if got := m.Value(s); got != 7570 {
 		t.Errorf("BQL inflight %v, want 7570", got)

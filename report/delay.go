@@ -28,6 +28,20 @@ const (
 	DrainSuffix = " drain rate"
 )
 
+// The Stat of those rows' keys: their names' suffixes without the space.
+const (
+	SojournStat     = "sojourn"
+	EchoSojournStat = "ICMP sojourn"
+	DrainStat       = "drain rate"
+	ConfiguredStat  = "configured rate"
+)
+
+// keyed is r with its key.
+func keyed(r Row, k Key) Row {
+	r.Key = k
+	return r
+}
+
 // MinQdiscShare is the share of the loaded ping's excess delay below which a run's
 // qdiscs under test were not its bottleneck: the run is warned of it.
 const MinQdiscShare = 0.5
@@ -313,12 +327,14 @@ func delayRows(devs map[string]*devSeries, order []string, rates map[string]data
 		if len(d.sojourn) > 0 {
 			h := sojournHist(d.sojourn, from, to)
 			rows = append(rows, Row{Name: "Qdisc " + name + SojournSuffix, Units: "ms",
-				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total())})
+				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total()),
+				Key: Key{Family: FamilyBottleneck, Dev: name, Stat: SojournStat}})
 		}
 		if len(d.echo) > 0 {
 			h := sojournHist(d.echo, from, to)
 			rows = append(rows, Row{Name: "Qdisc " + name + EchoSojournSuffix, Units: "ms",
-				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total())})
+				Avg: h.mean(), Median: h.quantile(0.5), P99: h.quantile(0.99), Points: int(h.total()),
+				Key: Key{Family: FamilyBottleneck, Dev: name, Stat: EchoSojournStat}})
 		}
 		if len(d.bytes) > 1 {
 			var xs []float64
@@ -326,7 +342,7 @@ func delayRows(devs map[string]*devSeries, order []string, rates map[string]data
 				xs = append(xs, r*8/1e6)
 			}
 			sort.Float64s(xs) // map order must not reach the row
-			rows = append(rows, rowOf("Qdisc "+name+DrainSuffix, "Mbit/s", xs))
+			rows = append(rows, keyed(rowOf("Qdisc "+name+DrainSuffix, "Mbit/s", xs), Key{Family: FamilyBottleneck, Dev: name, Stat: DrainStat}))
 		}
 		if len(d.shaper) > 0 {
 			// Under a rate schedule, the rate in force each step of the window.
@@ -336,9 +352,9 @@ func delayRows(devs map[string]*devSeries, order []string, rates map[string]data
 					xs = append(xs, x.V)
 				}
 			}
-			rows = append(rows, rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", xs))
+			rows = append(rows, keyed(rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", xs), Key{Family: FamilyBottleneck, Dev: name, Stat: ConfiguredStat}))
 		} else if r, ok := rates[name]; ok {
-			rows = append(rows, rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", []float64{r.Bits / 1e6}))
+			rows = append(rows, keyed(rowOf("Qdisc "+name+ConfiguredSuffix, "Mbit/s", []float64{r.Bits / 1e6}), Key{Family: FamilyBottleneck, Dev: name, Stat: ConfiguredStat}))
 		}
 	}
 	return rows
@@ -445,10 +461,13 @@ func scheduledSlowDrain(name string, d *devSeries, from, to float64) string {
 func attribute(rows []Row, devs map[string]*devSeries, order []string, from, to float64) *DelayAttribution {
 	var loaded, idle float64 = math.NaN(), math.NaN()
 	for _, r := range rows {
-		switch r.Name {
-		case PingRow + LoadedSuffix:
+		if r.Key.Family != FamilyProbe || r.Key.Series != PingRow || r.Key.Pair != "" {
+			continue
+		}
+		switch r.Key.Phase {
+		case LoadedPhase:
 			loaded = r.Median
-		case PingRow + IdleSuffix:
+		case IdlePhase:
 			idle = r.Median
 		}
 	}

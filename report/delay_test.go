@@ -174,7 +174,7 @@ func TestDelayAttributionFromThePingsOwnPackets(t *testing.T) {
 		t.Errorf("every packet's sojourn row %+v", r)
 	}
 	// compare's sojourn line is every packet's, not the echo packets' row.
-	if got := worstSojourn(s); got != 9 {
+	if got := worstRow(SojournStat)(s); got != 9 {
 		t.Errorf("compare's Qdisc sojourn median %g, want every packet's 9", got)
 	}
 

@@ -1,7 +1,9 @@
 package report
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -230,6 +232,8 @@ func TestPairSums(t *testing.T) {
 	if m, _ := LookupMetric("Ping (ms) ICMP loaded median"); math.IsNaN(m.Value(Summarize(run))) {
 		t.Error("compare's loaded ping metric is NaN in a run with pairs")
 	}
+	uniqueKeys(t, Summarize(run))
+	uniqueKeys(t, SummarizeWith(run, Options{FoldFlows: true}))
 	folded := rowsByName(SummarizeWith(run, Options{FoldFlows: true}))
 	for name, points := range map[string]int{"TCP download flows (pair 1)": 2, "TCP download flows (pair 2)": 2, "TCP download sum": 50} {
 		if r, ok := folded[name]; !ok || r.Points != points {
@@ -391,5 +395,47 @@ func TestRRLatencyRowsAreAProbe(t *testing.T) {
 	}
 	if r := rows["Ping (ms) ICMP"+IdleSuffix]; r.Points == 0 {
 		t.Errorf("ping's idle row %+v lost", r)
+	}
+}
+
+// uniqueKeys fails when two rows of a summary share a key, or a row has none
+// that says what it is: compare, verdicts and history select rows by it.
+func uniqueKeys(t *testing.T, s Summary) {
+	t.Helper()
+	seen := map[Key]string{}
+	for _, r := range s.Rows {
+		if r.Key.Series == "" && r.Key.Stat == "" {
+			t.Errorf("row %q has no key: %+v", r.Name, r.Key)
+		}
+		if other, ok := seen[r.Key]; ok {
+			t.Errorf("rows %q and %q share the key %+v", other, r.Name, r.Key)
+		}
+		seen[r.Key] = r.Name
+	}
+}
+
+// compare's metrics read rows by key, not by the names they print: renamed rows
+// give the same values.
+func TestMetricsReadKeysNotNames(t *testing.T) {
+	run := withEcho(delayRun(10, delayDev{"server", "eth1", 125000, 0, 8}), "server", "eth1", 8)
+	s := Summarize(run)
+	uniqueKeys(t, s)
+	renamed := s
+	renamed.Rows = slices.Clone(s.Rows)
+	for i := range renamed.Rows {
+		renamed.Rows[i].Name = fmt.Sprintf("row %d", i)
+	}
+	found := 0
+	for _, m := range AllMetrics() {
+		a, b := m.Value(s), m.Value(renamed)
+		if !math.IsNaN(a) {
+			found++
+		}
+		if a != b && !(math.IsNaN(a) && math.IsNaN(b)) {
+			t.Errorf("%s: %v by the printed names, %v renamed", m.Name, a, b)
+		}
+	}
+	if found < 5 {
+		t.Errorf("only %d metrics have a value in the run", found)
 	}
 }

@@ -47,7 +47,9 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 	var rows []Row
 	for name, d := range devs {
 		for row, series := range d.counters {
-			rows = append(rows, rowOf("Qdisc "+name+" "+row, "pkts/s", sumRates(series, from, to)))
+			r := rowOf("Qdisc "+name+" "+row, "pkts/s", sumRates(series, from, to))
+			r.Key = Key{Family: FamilyBottleneck, Dev: name, Stat: row}
+			rows = append(rows, r)
 		}
 		for row, series := range d.gauges {
 			label := "Qdisc " + name + " " + row
@@ -64,7 +66,9 @@ func bottleneckRows(run *datafile.Run, from, to float64) []Row {
 			for i := range vs {
 				vs[i] /= scale
 			}
-			rows = append(rows, rowOf(label, units, vs))
+			r := rowOf(label, units, vs)
+			r.Key = Key{Family: FamilyBottleneck, Dev: name, Stat: row}
+			rows = append(rows, r)
 		}
 	}
 	return rows

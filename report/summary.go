@@ -28,7 +28,47 @@ type Row struct {
 	Own bool
 	// Flow says the row is one TCP flow's: Jain's fairness is taken over these.
 	Flow bool
+	// Key is what the row is, beside its printed name: compare, verdicts and
+	// history select rows by it.
+	Key Key
 }
+
+// Key says what a summary row is. Two rows of one summary have different keys.
+type Key struct {
+	Family Family
+	// Series is the series a probe's, a flow's or a test's own row is of (its
+	// name in the run, before the pair); an aggregate's name.
+	Series string
+	// Direction is a flow's, or the flows' of a sum or average ("download").
+	Direction string
+	// Phase is a probe row's part of the run: "", LoadedPhase or IdlePhase.
+	Phase string
+	// Stat is a computed row's statistic: "sum", "avg", "flows", "flows srtt"
+	// (flows), or a bottleneck row's ("drops", "ECN marks", "backlog", "BQL
+	// inflight", "sojourn", "ICMP sojourn", "drain rate", "L queue delay", ...).
+	Stat string
+	// Pair is the pair a row is of; "" for the run's (pairs pooled).
+	Pair string
+	// Dev is a bottleneck row's device, "host:dev".
+	Dev string
+}
+
+// Family is the kind of row a Key is.
+type Family uint8
+
+const (
+	FamilyOwn        Family = iota // a test's own series, or an aggregate
+	FamilyProbe                    // a probe's round trips (Series, Phase)
+	FamilyFlow                     // one flow's throughput (Series)
+	FamilyFlows                    // the flows of a direction: sum, avg, folded (Direction, Stat)
+	FamilyBottleneck               // a bottleneck device's (Dev, Stat)
+)
+
+// Phases of a probe's rows (Key.Phase).
+const (
+	LoadedPhase = "loaded"
+	IdlePhase   = "idle"
+)
 
 // Summary of one run.
 type Summary struct {
@@ -208,7 +248,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		// own series: a comparison shows its rows' medians, as it did when the
 		// probe had one row. ICMP ping has the comparison's fixed rows.
 		own := !datafile.Classify(se).ICMP
-		s.Rows = append(s.Rows, probeRows(se.Name, se.Units, own, p.whole, p.loaded, p.idle)...)
+		s.Rows = append(s.Rows, probeRows(se.Name, se.Units, Key{Family: FamilyProbe, Series: datafile.BaseName(se.Name, se.Pair), Pair: se.Pair}, own, p.whole, p.loaded, p.idle)...)
 		if se.Pair == "" {
 			continue
 		}
@@ -223,7 +263,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	for _, base := range pooledOrder {
 		p := pooled[base]
-		s.Rows = append(s.Rows, probeRows(base, p.units, p.own, p.whole, p.loaded, p.idle)...)
+		s.Rows = append(s.Rows, probeRows(base, p.units, Key{Family: FamilyProbe, Series: base}, p.own, p.whole, p.loaded, p.idle)...)
 	}
 	flows := map[string]bool{}
 	for _, se := range run.Series {
@@ -247,6 +287,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 			r = rawRow(raw, in, r)
 		}
 		r.Flow = flows[g.Name]
+		r.Key = Key{Family: FamilyFlows, Direction: g.Direction, Stat: g.Stat, Pair: g.Pair}
+		if g.Stat == "" {
+			r.Key = Key{Family: FamilyFlow, Series: datafile.BaseName(g.Name, g.Pair), Direction: g.Direction, Pair: g.Pair}
+		}
 		s.Rows = append(s.Rows, r)
 	}
 	// Series of other kinds (request/response latency, CPU shares) get a row of
@@ -284,6 +328,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 			r = rawRow(run.Samples[se.Name], in, g)
 		}
 		r.Own = true
+		r.Key = Key{Family: FamilyOwn, Series: datafile.BaseName(se.Name, se.Pair), Pair: se.Pair}
 		s.Rows = append(s.Rows, r)
 	}
 	if len(m.Aggregates) > 0 {
@@ -296,6 +341,7 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 			}
 			r := rowOf(g.Name, g.Units, xs)
 			r.Own = true
+			r.Key = Key{Family: FamilyOwn, Series: g.Name}
 			s.Rows = append(s.Rows, r)
 		}
 	}
@@ -372,6 +418,7 @@ func rawRow(raw []datafile.Sample, in func(float64) bool, grid Row) Row {
 func foldFlows(run *datafile.Run, rows []Row) []Row {
 	type group struct {
 		name, units string
+		key         Key
 		avgs        []float64
 	}
 	perFlow := map[string]string{} // a flow's row name to its group's
@@ -382,14 +429,14 @@ func foldFlows(run *datafile.Run, rows []Row) []Row {
 		if se.Direction == "" || (role != datafile.RoleFlow && role != datafile.RoleFlowStat) {
 			continue
 		}
-		name := "TCP " + se.Direction + " flows"
+		stat := "flows"
 		if role == datafile.RoleFlowStat {
-			name += " " + se.Stat
+			stat += " " + se.Stat
 		}
-		name = datafile.PairName(name, se.Pair)
+		name := datafile.PairName("TCP "+se.Direction+" "+stat, se.Pair)
 		perFlow[se.Name] = name
 		if groups[name] == nil {
-			groups[name] = &group{name: name, units: se.Units}
+			groups[name] = &group{name: name, units: se.Units, key: Key{Family: FamilyFlows, Direction: se.Direction, Stat: stat, Pair: se.Pair}}
 			order = append(order, name)
 		}
 	}
@@ -406,7 +453,7 @@ func foldFlows(run *datafile.Run, rows []Row) []Row {
 	}
 	for _, name := range order {
 		g := groups[name]
-		out = append(out, Row{Name: g.name, Units: g.units, Avg: Mean(g.avgs), Median: Median(g.avgs), P99: Percentile(g.avgs, 99), Points: len(g.avgs)})
+		out = append(out, Row{Name: g.name, Units: g.units, Avg: Mean(g.avgs), Median: Median(g.avgs), P99: Percentile(g.avgs, 99), Points: len(g.avgs), Key: g.key})
 	}
 	return out
 }
@@ -434,8 +481,9 @@ type GridSeries struct {
 	Units  string
 	Values []float64
 	// Stat is "sum" or "avg" for what Throughput computes over flows, "" for a
-	// series of the run's own; Pair is the pair it is of ("" for all of them).
-	Stat, Pair string
+	// series of the run's own; Pair is the pair it is of ("" for all of them),
+	// Direction the flows' ("" for what is not a flow's).
+	Stat, Pair, Direction string
 }
 
 // Throughput puts every TCP flow of a run on the step grid, followed by, per
@@ -459,7 +507,7 @@ func Throughput(run *datafile.Run) []GridSeries {
 			continue
 		}
 		aligned := AlignIntervals(grid, run.Samples[se.Name])
-		out = append(out, GridSeries{Name: se.Name, Units: se.Units, Values: aligned, Pair: se.Pair})
+		out = append(out, GridSeries{Name: se.Name, Units: se.Units, Values: aligned, Pair: se.Pair, Direction: se.Direction})
 		// The sum over every pair, and in a run with several, each pair's own.
 		keys := []key{{se.Direction, ""}}
 		if se.Pair != "" {
@@ -491,8 +539,8 @@ func Throughput(run *datafile.Run) []GridSeries {
 				sums[k], avgs[k] = sum, sum/float64(n)
 			}
 		}
-		out = append(out, GridSeries{Name: name("sum"), Units: g.units, Values: sums, Stat: "sum", Pair: g.pair},
-			GridSeries{Name: name("avg"), Units: g.units, Values: avgs, Stat: "avg", Pair: g.pair})
+		out = append(out, GridSeries{Name: name("sum"), Units: g.units, Values: sums, Stat: "sum", Pair: g.pair, Direction: g.dir},
+			GridSeries{Name: name("avg"), Units: g.units, Values: avgs, Stat: "avg", Pair: g.pair, Direction: g.dir})
 	}
 	return out
 }
@@ -506,14 +554,18 @@ func sortRows(rows []Row) {
 // that runs while the streams do has no idle replies); ICMP ping's rows are
 // always there, as compare and batches read them by name, and a probe that had no
 // reply at all keeps all three, empty, to say so.
-func probeRows(name, units string, own bool, whole, loaded, idle []float64) []Row {
+func probeRows(name, units string, key Key, own bool, whole, loaded, idle []float64) []Row {
 	rows := []Row{rowOf(name, units, whole)}
+	rows[0].Key = key
 	for _, ph := range []struct {
-		suffix string
-		xs     []float64
-	}{{LoadedSuffix, loaded}, {IdleSuffix, idle}} {
+		suffix, phase string
+		xs            []float64
+	}{{LoadedSuffix, LoadedPhase, loaded}, {IdleSuffix, IdlePhase, idle}} {
 		if len(ph.xs) > 0 || len(whole) == 0 || !own {
-			rows = append(rows, rowOf(name+ph.suffix, units, ph.xs))
+			r := rowOf(name+ph.suffix, units, ph.xs)
+			r.Key = key
+			r.Key.Phase = ph.phase
+			rows = append(rows, r)
 		}
 	}
 	for i := range rows {
