@@ -152,7 +152,7 @@ func startOf(d *datafile.Run) string {
 func (r *runData) throughputLines(dir string, flows bool) []line {
 	dirOf := map[string]string{}
 	for _, se := range r.run.Series {
-		if se.Kind == datafile.KindTCP {
+		if datafile.Classify(se).Role == datafile.RoleFlow {
 			dirOf[se.Name] = se.Direction
 		}
 	}
@@ -185,8 +185,8 @@ func (r *runData) onGrid(vs []float64) []xy {
 func (r *runData) latencySeries() []datafile.Series {
 	var raw, gridOnly []datafile.Series
 	for _, se := range r.run.Series {
-		if se.Kind != datafile.KindPing {
-			continue
+		if !datafile.Classify(se).ICMP {
+			continue // flent's layouts draw its ping series
 		}
 		if r.run.GridCut[se.Name] {
 			gridOnly = append(gridOnly, se)
@@ -292,15 +292,12 @@ const (
 	qFlows   = "flows"
 )
 
-// kindSojourn is the kind of a sojourn series the sojourn sampler records: each
-// step's histogram of the times packets spent in a qdisc, a sample a bucket (V its
-// time in ms, N its packets); a line shows each step's median.
-const kindSojourn = datafile.KindSojourn
-
 // sojournSeries names a sojourn series' line: its device, the qdisc (its parent,
 // where not the root) and the statistic, the step's median.
 func sojournSeries(se datafile.Series) (name string, ok bool) {
-	if se.Kind != kindSojourn {
+	// Each step's histogram of the times packets spent in a qdisc, a sample a
+	// bucket (V its time in ms, N its packets); a line shows each step's median.
+	if datafile.Classify(se).Role != datafile.RoleSojourn {
 		return "", false
 	}
 	name = devOf(se)
@@ -312,7 +309,7 @@ func sojournSeries(se datafile.Series) (name string, ok bool) {
 
 // sojournStat says whether a qdisc statistic is a queueing delay, and names it:
 // pie's and fq_pie's current delay, dualpi2's classic and L4S queue delays, and each
-// cake tin's average delay. All are in microseconds (qdisc.Units). The summary has
+// cake tin's average delay. All are in microseconds (tcstats.Units). The summary has
 // no row of them.
 func sojournStat(se datafile.Series) (name string, ok bool) {
 	where, field, f, ok := qdiscField(se)
@@ -333,7 +330,7 @@ func sojournStat(se datafile.Series) (name string, ok bool) {
 // its field as recorded ("delay_c", "tins.0.avg_delay_us") and the field's last
 // part; ok is false for other series.
 func qdiscField(se datafile.Series) (where, field, last string, ok bool) {
-	if se.Kind != datafile.KindQdisc {
+	if datafile.Classify(se).Role != datafile.RoleQdisc {
 		return "", "", "", false
 	}
 	stat := se.Stat

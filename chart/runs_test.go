@@ -92,7 +92,7 @@ func writeRun(t testing.TB, s spec) *datafile.Run {
 	case "pie":
 		qs = append(qs, datafile.Series{Name: "qdisc server:test0 root delay", Kind: datafile.KindQdisc, Units: "us", Host: "server", Dev: "test0", Stat: "root delay"})
 	case "sampled":
-		qs = append(qs, datafile.Series{Name: "sojourn server:test0 root", Kind: kindSojourn, Units: "ms", Host: "server", Dev: "test0", Stat: "root"})
+		qs = append(qs, datafile.Series{Name: "sojourn server:test0 root", Kind: datafile.KindSojourn, Units: "ms", Host: "server", Dev: "test0", Stat: "root"})
 	case "cake":
 		for _, tin := range []string{"tin0", "tin1"} {
 			st := "root " + tin + ".avg_delay_us"
@@ -145,7 +145,7 @@ func writeRun(t testing.TB, s spec) *datafile.Run {
 			default: // the sojourn
 				qv = 1000 * s.bloatMs * load(x)
 			}
-			if q.Kind == kindSojourn {
+			if q.Kind == datafile.KindSojourn {
 				// A step's histogram: a bucket of a quarter of its packets at half
 				// the time, the rest at the time, whose median is the time.
 				must(w.Append(q.Name, []datafile.Sample{{T: tk + 0.002, V: qv / 2, N: 2}, {T: tk + 0.002, V: qv, N: 6}}))

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
-	"github.com/bloatbench/bloatbench/qdisc"
+	"github.com/bloatbench/bloatbench/tcstats"
 )
 
 // QdiscSpec samples a host's bottleneck devices: every qdisc statistic tc prints and
@@ -97,13 +97,13 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 			if err != nil {
 				return fmt.Errorf("tc -s -j qdisc show dev %s: %w", dev, err)
 			}
-			stats, err := qdisc.Flatten(out)
+			stats, err := tcstats.Flatten(out)
 			if err != nil {
 				return err
 			}
-			for _, k := range qdisc.SortedKeys(stats) {
+			for _, k := range tcstats.SortedKeys(stats) {
 				emit(datafile.Series{Name: QdiscSeries(spec.Host, dev, k), Kind: datafile.KindQdisc, Host: spec.Host, Dev: dev,
-					Stat: k, Units: qdisc.Units(k), Counter: qdisc.IsCounter(k)}, datafile.Sample{T: now, V: stats[k]})
+					Stat: k, Units: tcstats.Units(k), Counter: tcstats.IsCounter(k)}, datafile.Sample{T: now, V: stats[k]})
 			}
 			if slices.Contains(spec.NoBQL, dev) {
 				continue
@@ -118,7 +118,7 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 					}
 					if v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
 						emit(datafile.Series{Name: BQLSeries(spec.Host, dev, name, f), Kind: datafile.KindBQL, Host: spec.Host, Dev: dev,
-							Queue: name, Stat: f, Units: qdisc.Units(f), Counter: qdisc.IsCounter(f)}, datafile.Sample{T: now, V: v})
+							Queue: name, Stat: f, Units: tcstats.Units(f), Counter: tcstats.IsCounter(f)}, datafile.Sample{T: now, V: v})
 					}
 				}
 			}

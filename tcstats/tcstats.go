@@ -1,4 +1,7 @@
-package qdisc
+// Package tcstats reads a qdisc's statistics from `tc -s -j qdisc show`: named
+// numbers whatever the qdisc kinds, and which are counters. The samplers that read
+// them each step need nothing else of package qdisc (setups, journals, hosts).
+package tcstats
 
 import (
 	"encoding/json"
