@@ -115,15 +115,27 @@ func (s *Setup) commands(dev string, txQueues int) []Op {
 	case s.L4SNetem != nil:
 		ops = append(ops, l4sPathOps(dev, s.Root.args(), s.L4SNetem.args())...)
 	case s.Rate != "":
-		ops = append(ops,
-			tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),
-			tc("class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", s.Rate, "ceil", s.Rate),
-			tc(append([]string{"qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", s.Root.Kind}, s.Root.args()...)...))
+		ops = append(ops, ShapedOps(dev, s.Rate, s.Root)...)
 	default:
 		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "root", "handle", "1:", s.Root.Kind}, s.Root.args()...)...))
 	}
 	if s.Ingress != nil {
 		ops = append(ops, s.Ingress.commands(dev)...)
+	}
+	return ops
+}
+
+// ShapedOps shape dev's egress at rate: an htb root (1:) whose one class 1:1, the
+// default, has rate and ceil at rate, and leaf (when not nil) under it as 10:.
+// The setups' Rate, an ingress's IFB and the local lab's test link are shaped so.
+func ShapedOps(dev, rate string, leaf *Qdisc) []Op {
+	tc := func(args ...string) Op { return Op{Argv: append([]string{"tc"}, args...)} }
+	ops := []Op{
+		tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"),
+		tc("class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate, "ceil", rate),
+	}
+	if leaf != nil {
+		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", leaf.Kind}, leaf.args()...)...))
 	}
 	return ops
 }

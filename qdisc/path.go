@@ -203,10 +203,7 @@ func (in *Ingress) commands(dev string) []Op {
 		{Argv: []string{"ip", "link", "set", "dev", ifb, "up"}},
 	}
 	if in.Rate != "" {
-		ops = append(ops,
-			tc("qdisc", "replace", "dev", ifb, "root", "handle", "1:", "htb", "default", "1"),
-			tc("class", "replace", "dev", ifb, "parent", "1:", "classid", "1:1", "htb", "rate", in.Rate, "ceil", in.Rate),
-			tc(append([]string{"qdisc", "replace", "dev", ifb, "parent", "1:1", "handle", "10:", in.Root.Kind}, in.Root.args()...)...))
+		ops = append(ops, ShapedOps(ifb, in.Rate, in.Root)...)
 	} else {
 		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", ifb, "root", "handle", "1:", in.Root.Kind}, in.Root.args()...)...))
 	}

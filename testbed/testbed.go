@@ -27,6 +27,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/qdisc"
 	"github.com/bloatbench/bloatbench/remote"
 )
 
@@ -368,23 +369,23 @@ func accessNet(ip string) string {
 // shaping is the lab's qdisc on one end of the test link: htb at the rate with the
 // queue under it, or the queue alone at the root.
 func (l *Lab) shaping(ns string) [][]string {
-	tc := []string{"tc", "-n", ns}
-	var leaf []string
+	var leaf *qdisc.Qdisc
 	if m := queueRE.FindStringSubmatch(l.Options.Queue); m != nil {
-		leaf = []string{m[1], "limit", m[2]}
+		leaf = &qdisc.Qdisc{Kind: m[1], Params: map[string]string{"limit": m[2]}}
 	}
-	if l.Options.Rate == "" {
-		if leaf == nil {
-			return nil
-		}
-		return [][]string{append(append(tc, "qdisc", "replace", "dev", TestDev, "root", "handle", "1:"), leaf...)}
+	var ops []qdisc.Op
+	switch {
+	case l.Options.Rate != "":
+		// The setups' own shaping (a setup's rate), so that the lab's bottleneck
+		// is one a setup could have made.
+		ops = qdisc.ShapedOps(TestDev, l.Options.Rate, leaf)
+	case leaf != nil:
+		ops = (&qdisc.Setup{Root: leaf}).Commands(TestDev, 1)
 	}
-	out := [][]string{
-		append(tc, "qdisc", "replace", "dev", TestDev, "root", "handle", "1:", "htb", "default", "1"),
-		append(tc, "class", "add", "dev", TestDev, "parent", "1:", "classid", "1:1", "htb", "rate", l.Options.Rate, "ceil", l.Options.Rate),
-	}
-	if leaf != nil {
-		out = append(out, append(append(tc, "qdisc", "add", "dev", TestDev, "parent", "1:1", "handle", "10:"), leaf...))
+	var out [][]string
+	for _, o := range ops {
+		// tc in the host's namespace: -n, not ip netns exec's fork.
+		out = append(out, append([]string{o.Argv[0], "-n", ns}, o.Argv[1:]...))
 	}
 	return out
 }

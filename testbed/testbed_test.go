@@ -32,12 +32,12 @@ func TestShapingCommands(t *testing.T) {
 	}{
 		{Options{Rate: "100mbit", Queue: "bfifo:300000"}, []string{
 			"tc -n ns qdisc replace dev test0 root handle 1: htb default 1",
-			"tc -n ns class add dev test0 parent 1: classid 1:1 htb rate 100mbit ceil 100mbit",
-			"tc -n ns qdisc add dev test0 parent 1:1 handle 10: bfifo limit 300000",
+			"tc -n ns class replace dev test0 parent 1: classid 1:1 htb rate 100mbit ceil 100mbit",
+			"tc -n ns qdisc replace dev test0 parent 1:1 handle 10: bfifo limit 300000",
 		}},
 		{Options{Rate: "1gbit"}, []string{
 			"tc -n ns qdisc replace dev test0 root handle 1: htb default 1",
-			"tc -n ns class add dev test0 parent 1: classid 1:1 htb rate 1gbit ceil 1gbit",
+			"tc -n ns class replace dev test0 parent 1: classid 1:1 htb rate 1gbit ceil 1gbit",
 		}},
 		{Options{Queue: "pfifo:50"}, []string{"tc -n ns qdisc replace dev test0 root handle 1: pfifo limit 50"}},
 		{Options{}, nil},
