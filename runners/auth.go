@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -218,3 +219,21 @@ func allowedCC(readFile func(string) ([]byte, error)) map[string]bool {
 
 // hostCC is allowedCC of this host.
 func hostCC() map[string]bool { return allowedCC(os.ReadFile) }
+
+// tokenKey is the key UDP requests carry: 16 bytes whatever the token's length
+// (the controller's are 32 hex digits), and every byte of the token counts.
+// udp-probe's echo still uses it; rr-server's requests carry udpRequestMAC.
+func tokenKey(token string) [rrKeySize]byte {
+	sum := sha256.Sum256([]byte(token))
+	var k [rrKeySize]byte
+	copy(k[:], sum[:])
+	return k
+}
+
+// udpRequestMAC is the MAC a UDP request carries in its first rrKeySize bytes:
+// over the request's header past it and the client's address. The address in it
+// keeps a recorded request from being answered to any other address.
+func udpRequestMAC(token string, from netip.AddrPort, header []byte) []byte {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	return macFields(token, ctxUDPRR, nil, from.String(), string(header))[:udpMACSize]
+}
