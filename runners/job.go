@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
 )
@@ -252,22 +251,14 @@ func declaring(env Env) func(datafile.Series, datafile.Sample) {
 // then once a step (0 = the samplers' 0.2 s) until ctx ends or read fails: the
 // samplers' loop.
 func everyStep(ctx context.Context, start, step float64, read func() error) error {
-	if step <= 0 {
-		step = 0.2
-	}
-	if sleepUntil(ctx, startTime(start)) != nil {
-		return nil
-	}
-	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
-	defer tick.Stop()
+	g := newStepGrid(startTime(start), step, 0, false)
+	defer g.close()
 	for {
+		if _, ev, _ := g.wait(ctx, nil); ev != stepTick {
+			return nil
+		}
 		if err := read(); err != nil {
 			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
 		}
 	}
 }

@@ -82,16 +82,11 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 	}
 	show := newTCShow(tc)
 	defer show.close()
-	if sleepUntil(ctx, startTime(spec.Start)) != nil {
-		return nil
-	}
-	tick := time.NewTicker(time.Duration(spec.Step * float64(time.Second)))
-	defer tick.Stop()
-	for {
+	err = everyStep(ctx, spec.Start, spec.Step, func() error {
 		for _, dev := range spec.Devs {
 			out, err := show.stats(ctx, dev)
 			if ctx.Err() != nil {
-				return nil
+				return ctx.Err()
 			}
 			now := unix(time.Now())
 			if err != nil {
@@ -123,12 +118,12 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil // the run's end, not the sampler's failure
 	}
+	return err
 }
 
 // tcShow reads `tc -s -j qdisc show dev DEV` through one long-lived `tc -batch`

@@ -577,36 +577,21 @@ func (cl *rrClient) run(ctx context.Context) error {
 	}
 	var runErr error
 	loopEnded := false
+	g := newStepGrid(start, step, 1, true).until(end, true)
+	defer g.close()
 ticks:
-	for k := 1; ; k++ {
-		// Ticks at start + k*step, computed from the start each time so they never
-		// drift; a job that began late skips the ticks already past.
-		t := start.Add(time.Duration(float64(k) * step * float64(time.Second)))
-		if t.After(end) {
-			t = end
-		}
-		if !t.After(last) {
-			if !t.Before(end) {
-				break
-			}
-			continue
-		}
-		timer := time.NewTimer(time.Until(t))
-		select {
-		case <-timer.C:
+	for {
+		_, ev, err := g.wait(ctx, loopErr)
+		switch ev {
+		case stepTick:
 			sample()
-		case <-ctx.Done():
-			timer.Stop()
-			break ticks
-		case err := <-loopErr:
+		case stepStop:
 			// The connection failed: what was done up to now is still measured.
-			timer.Stop()
 			sample()
 			runErr, loopEnded = err, true
 			break ticks
-		}
-		if !t.Before(end) {
-			break
+		default:
+			break ticks
 		}
 	}
 	if !loopEnded {

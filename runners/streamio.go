@@ -1,6 +1,7 @@
 package runners
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -278,21 +279,15 @@ func (s *sampler) sample(m *meter, now time.Time) {
 	m.last, m.lastBytes = now, b
 }
 
-// run ticks every step until done is closed.
-func (s *sampler) run(step float64, done <-chan struct{}) {
-	if step <= 0 {
-		step = 0.2
-	}
-	t := time.NewTicker(time.Duration(step * float64(time.Second)))
-	defer t.Stop()
+// run ticks every step of the grid from start on until ctx ends.
+func (s *sampler) run(ctx context.Context, start time.Time, step float64) {
+	g := newStepGrid(start, step, 1, true)
+	defer g.close()
 	for {
-		select {
-		case <-t.C:
-			// The time of reading, not of the tick: a late wakeup must not put
-			// the bytes counted since into the interval before it.
-			s.tick(time.Now())
-		case <-done:
+		now, ev, _ := g.wait(ctx, nil)
+		if ev != stepTick {
 			return
 		}
+		s.tick(now)
 	}
 }

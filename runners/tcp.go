@@ -24,6 +24,9 @@ type ListenSpec struct {
 	Addr  string  `json:"addr"`  // the server's test_ip
 	Token string  `json:"token"` // connections must present it
 	Step  float64 `json:"step"`  // sampling interval for streams this side receives, seconds
+	// Start is the run's t0 on this host's clock (Unix seconds; 0 = when it
+	// listens): the receivers' samples are on its step grid.
+	Start float64 `json:"start,omitempty"`
 	// Plan is every stream the run's clients will open, by flow name, and
 	// Duration the longest they run: a hello that asks for anything else is
 	// refused. Nil takes any well-formed hello (a listener started on its own).
@@ -242,14 +245,16 @@ func (l *Listener) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		l.ln.Close()
 	}()
-	sampling := make(chan struct{})
+	// The meters sample until the listener has served its last stream, past
+	// ctx's end.
+	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	samplerDone := make(chan struct{})
 	go func() {
 		defer close(samplerDone)
-		l.meters.run(l.spec.Step, sampling)
+		l.meters.run(sampling, startTime(l.spec.Start), l.spec.Step)
 	}()
 	defer func() {
-		close(sampling)
+		stopSampling()
 		<-samplerDone
 	}()
 	var delay time.Duration
@@ -391,7 +396,7 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 		deadline := time.Now().Add(time.Duration(h.Duration*float64(time.Second)) + senderGrace)
 		c.SetWriteDeadline(deadline)
 		if h.TCPInfo {
-			defer startTCPInfo(ctx, c, h.Flow, h.Direction, l.host, l.spec.Step, l.env)()
+			defer startTCPInfo(ctx, c, h.Flow, h.Direction, l.host, startTime(l.spec.Start), l.spec.Step, l.env)()
 		}
 		send(c, l.env.Streams)
 		return nil
@@ -459,18 +464,18 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
 	defer cancel()
 	meters := newSampler(emit)
-	sampling := make(chan struct{})
+	sampling, stopSampling := context.WithCancel(context.WithoutCancel(ctx))
 	samplerDone := make(chan struct{})
 	go func() {
 		defer close(samplerDone)
-		meters.run(spec.Step, sampling)
+		meters.run(sampling, start, spec.Step)
 	}()
 	for i, f := range spec.Flows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if f.TCPInfo && f.Direction == Upload {
-				defer startTCPInfo(ctx, conns[i], f.Name, f.Direction, spec.host, spec.Step, spec.env)()
+				defer startTCPInfo(ctx, conns[i], f.Name, f.Direction, spec.host, start, spec.Step, spec.env)()
 			}
 			if err := runFlow(ctx, conns[i], f, meters, spec.env.Streams); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", f.Name, err)
@@ -478,7 +483,7 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 		}()
 	}
 	wg.Wait()
-	close(sampling)
+	stopSampling()
 	<-samplerDone
 	return errors.Join(errs...)
 }
@@ -628,7 +633,7 @@ var tcpListenKind = Kind{
 		if err != nil {
 			return nil, Started{}, err
 		}
-		l, err := Listen(ctx, ListenSpec{Addr: spec.Target, Token: spec.Token, Step: spec.Step, Plan: plan, Duration: longest}, env.Emit)
+		l, err := Listen(ctx, ListenSpec{Addr: spec.Target, Token: spec.Token, Step: spec.Step, Start: spec.Start, Plan: plan, Duration: longest}, env.Emit)
 		if err != nil {
 			return nil, Started{}, err
 		}

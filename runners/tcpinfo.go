@@ -27,12 +27,12 @@ func TCPInfoSeries(flow, stat string) string { return flow + " " + stat }
 
 // startTCPInfo watches a sending socket's TCP_INFO until the returned stop is
 // called, which waits for the watcher: no sample of it comes after its stream's end.
-func startTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host string, step float64, env Env) (stop func()) {
+func startTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host string, start time.Time, step float64, env Env) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchTCPInfo(ctx, c, flow, direction, host, step, env)
+		watchTCPInfo(ctx, c, flow, direction, host, start, step, env)
 	}()
 	return func() {
 		cancel()
@@ -43,7 +43,7 @@ func startTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 // watchTCPInfo reads TCP_INFO on a sending socket every step until ctx ends or the
 // socket closes, declaring its series before their first samples. The sender is
 // where the kernel keeps the round trip and window that drive the flow.
-func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host string, step float64, env Env) {
+func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host string, start time.Time, step float64, env Env) {
 	if step <= 0 {
 		return
 	}
@@ -57,15 +57,13 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 				Direction: direction, Stat: s.stat})
 		}
 	}
-	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
-	defer tick.Stop()
+	g := newStepGrid(start, step, 1, true)
+	defer g.close()
 	var lastRetrans, lastCE uint32
 	first := true
 	for {
-		select {
-		case <-ctx.Done():
+		if _, ev, _ := g.wait(ctx, nil); ev != stepTick {
 			return
-		case <-tick.C:
 		}
 		var info *sysunix.TCPInfo
 		var gerr error

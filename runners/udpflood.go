@@ -727,30 +727,18 @@ const skMeminfoDrops, skMeminfoVars = 8, 9
 // tick would be at or past end, when ctx ends, or when stop delivers (it puts the
 // value back for the caller).
 func onSteps(ctx context.Context, start, end time.Time, step float64, stop chan error, sample func(now time.Time)) {
-	last := time.Now()
-	for k := 1; ; k++ {
-		t := start.Add(time.Duration(float64(k) * step * float64(time.Second)))
-		if !end.IsZero() && !t.Before(end) {
-			return
-		}
-		if !t.After(last) {
+	g := newStepGrid(start, step, 1, true).until(end, false)
+	defer g.close()
+	for {
+		now, ev, err := g.wait(ctx, stop)
+		switch ev {
+		case stepTick:
+			sample(now)
 			continue
-		}
-		timer := time.NewTimer(time.Until(t))
-		select {
-		case <-timer.C:
-			// The time of reading, not of the tick: a late wakeup must not put what
-			// was counted since into the interval before it.
-			last = time.Now()
-			sample(last)
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case err := <-stop:
-			timer.Stop()
+		case stepStop:
 			stop <- err
-			return
 		}
+		return
 	}
 }
 
