@@ -330,8 +330,9 @@ func (r *rateSchedule) run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 	}()
-	tick := time.NewTicker(time.Duration(step * float64(time.Second)))
-	defer tick.Stop()
+	// A sample at the start, then one at each tick of the run's grid.
+	ticks := newStepGrid(t0, step, 1, false)
+	defer ticks.close()
 	// One timer for the next change, set again when the change is made.
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -375,7 +376,8 @@ func (r *rateSchedule) run(ctx context.Context) error {
 			return nil
 		case err := <-confirmed:
 			return err
-		case <-tick.C:
+		case <-ticks.arm():
+			ticks.taken()
 			sample = true
 		case <-due:
 			sample = false

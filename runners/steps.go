@@ -22,6 +22,9 @@ type stepGrid struct {
 	atEnd bool
 	last  time.Time // when the previous tick was taken
 	timer *time.Timer
+	// due is the tick the timer is set for, armed whether it is set.
+	due   time.Time
+	armed bool
 }
 
 // newStepGrid starts a grid at start with ticks from k = first, every step
@@ -80,25 +83,56 @@ const (
 // interval before it. It returns early when ctx ends or stop (which may be nil)
 // delivers, with what stop delivered.
 func (g *stepGrid) wait(ctx context.Context, stop <-chan error) (time.Time, stepEvent, error) {
-	t, ok := g.next()
-	if !ok {
+	due := g.arm()
+	if due == nil {
 		return time.Time{}, stepEnded, nil
-	}
-	if g.timer == nil {
-		g.timer = time.NewTimer(time.Until(t))
-	} else {
-		g.timer.Reset(time.Until(t))
 	}
 	select {
-	case <-g.timer.C:
-		g.last = time.Now()
-		return g.last, stepTick, nil
+	case <-due:
+		return g.taken(), stepTick, nil
 	case <-ctx.Done():
-		g.timer.Stop()
+		g.disarm()
 		return time.Time{}, stepEnded, nil
 	case err := <-stop:
-		g.timer.Stop()
+		g.disarm()
 		return time.Time{}, stepStop, err
+	}
+}
+
+// arm sets the grid's timer for its next tick, unless it is set, and returns the
+// channel it fires on (nil when the grid has ended): for a loop that waits on
+// other things too, which calls taken when it fires.
+func (g *stepGrid) arm() <-chan time.Time {
+	if !g.armed {
+		if g.due.IsZero() {
+			t, ok := g.next()
+			if !ok {
+				return nil
+			}
+			g.due = t
+		}
+		if g.timer == nil {
+			g.timer = time.NewTimer(time.Until(g.due))
+		} else {
+			g.timer.Reset(time.Until(g.due))
+		}
+		g.armed = true
+	}
+	return g.timer.C
+}
+
+// taken says the armed tick fired and returns the time of reading.
+func (g *stepGrid) taken() time.Time {
+	g.armed, g.due = false, time.Time{}
+	g.last = time.Now()
+	return g.last
+}
+
+// disarm stops the timer; the tick it was set for is still the next.
+func (g *stepGrid) disarm() {
+	if g.armed {
+		g.timer.Stop()
+		g.armed = false
 	}
 }
 

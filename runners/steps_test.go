@@ -91,3 +91,27 @@ func TestStepGridWait(t *testing.T) {
 		t.Errorf("wait after ctx ended: %v", ev)
 	}
 }
+
+// A loop that waits on more than the grid arms it, and a wait cut short keeps
+// the tick it was set for.
+func TestStepGridArm(t *testing.T) {
+	start := time.Now().Add(time.Hour)
+	g := newStepGrid(start, 0.2, 1, false)
+	defer g.close()
+	if g.arm() == nil || !g.due.Equal(start.Add(200*time.Millisecond)) {
+		t.Fatalf("armed for %v, want the first tick", g.due.Sub(start))
+	}
+	g.arm() // armed already: the same tick
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ev, _ := g.wait(ctx, nil); ev != stepEnded || g.armed {
+		t.Fatalf("wait after ctx ended: %v, armed %v", ev, g.armed)
+	}
+	if g.arm(); !g.due.Equal(start.Add(200 * time.Millisecond)) {
+		t.Errorf("armed again for %v, want the tick the cut wait was set for", g.due.Sub(start))
+	}
+	g.taken()
+	if g.arm(); !g.due.Equal(start.Add(400 * time.Millisecond)) {
+		t.Errorf("after a tick taken, armed for %v, want the next", g.due.Sub(start))
+	}
+}
