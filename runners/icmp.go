@@ -312,11 +312,41 @@ func (p *prober) match(b, oob []byte, now time.Time) (reply, bool) {
 	if !ok {
 		return reply{}, false
 	}
+	c, ok := p.claim(k, oob, now)
+	if !ok {
+		return reply{}, false // a duplicate, or one given up on
+	}
+	r := reply{k: k, at: c.rx, kernelTX: c.kernelTX, kernelRX: c.kernelRX}
+	r.rtt = c.rx.Round(0).Sub(c.tx.Round(0))
+	if !r.kernelRX && !r.kernelTX {
+		r.rtt = now.Sub(c.sent) // both user space: the monotonic clock
+	}
+	if r.rtt < 0 {
+		// The wall clock stepped between the two stamps: the monotonic user-space
+		// pair is the only one to trust.
+		r.at, r.rtt, r.kernelRX, r.kernelTX = now, now.Sub(c.sent), false, false
+	}
+	return r, true
+}
+
+// claimed is a pending probe a reply answered: when it was sent (user space,
+// before sendto, with the monotonic clock), the send time to use (the kernel's
+// TX_SCHED stamp where it came) and the reply's receive time (the kernel's where
+// it gave one, else now).
+type claimed struct {
+	sent, tx, rx       time.Time
+	kernelTX, kernelRX bool
+}
+
+// claim takes pending probe k for a reply that arrived at now with control data
+// oob: the one reply matcher of the probers (ICMP's and the UDP probe's). It is
+// false for a probe not pending: a duplicate, or one given up on.
+func (p *prober) claim(k int, oob []byte, now time.Time) (claimed, bool) {
 	p.mu.Lock()
 	pr := p.pending[k]
 	p.mu.Unlock()
 	if pr == nil {
-		return reply{}, false // a duplicate, or one given up on
+		return claimed{}, false
 	}
 	if p.stamps.tx {
 		// Its send stamp was queued inside sendto, before the reply existed; it may
@@ -331,29 +361,19 @@ func (p *prober) match(b, oob []byte, now time.Time) (reply, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pending[k] != pr {
-		return reply{}, false
+		return claimed{}, false
 	}
 	delete(p.pending, k)
-	r := reply{k: k, at: now}
-	tx := pr.sent
+	c := claimed{sent: pr.sent, tx: pr.sent, rx: now}
 	if !pr.tx.IsZero() {
-		tx, r.kernelTX = pr.tx, true
+		c.tx, c.kernelTX = pr.tx, true
 	}
 	if p.stamps.rx != "" {
 		if t, ok := rxStamp(oob); ok {
-			r.at, r.kernelRX = t, true
+			c.rx, c.kernelRX = t, true
 		}
 	}
-	r.rtt = r.at.Round(0).Sub(tx.Round(0))
-	if !r.kernelRX && !r.kernelTX {
-		r.rtt = now.Sub(pr.sent) // both user space: the monotonic clock
-	}
-	if r.rtt < 0 {
-		// The wall clock stepped between the two stamps: the monotonic user-space
-		// pair is the only one to trust.
-		r.at, r.rtt, r.kernelRX, r.kernelTX = now, now.Sub(pr.sent), false, false
-	}
-	return r, true
+	return c, true
 }
 
 // parse reads an echo reply of ours and returns its probe's index.

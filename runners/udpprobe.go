@@ -654,52 +654,24 @@ func (u *udpProber) match(b, oob []byte, now time.Time) (probeArrival, bool) {
 		return probeArrival{}, false
 	}
 	k := int(rep.seq)
-	p := u.p
-	p.mu.Lock()
-	pr := p.pending[k]
-	p.mu.Unlock()
-	if pr == nil {
+	c, ok := u.p.claim(k, oob, now)
+	if !ok {
 		if k < len(u.answered) && u.answered[k] {
 			u.tally.duplicates++
 		}
 		return probeArrival{}, false // a duplicate, or one given up on
 	}
-	if p.stamps.tx {
-		// Its send stamp was queued inside sendto, before the reply existed; it may
-		// still be unread if both came in one wake-up.
-		p.mu.Lock()
-		noTX := pr.tx.IsZero()
-		p.mu.Unlock()
-		if noTX {
-			p.readSendStamps()
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pending[k] != pr {
-		return probeArrival{}, false
-	}
-	delete(p.pending, k)
 	if k < len(u.answered) {
 		u.answered[k] = true
 	}
-	a := probeArrival{k: k, rep: rep, rxTOS: rxTOS(oob)}
-	tx, rx := pr.sent, now
-	if !pr.tx.IsZero() {
-		tx, a.kernelTX = pr.tx, true
-	}
-	if p.stamps.rx != "" {
-		if t, ok := rxStamp(oob); ok {
-			rx, a.kernelRX = t, true
-		}
-	}
-	a.clientTX, a.clientRX = tx.UnixNano(), rx.UnixNano()
+	a := probeArrival{k: k, rep: rep, rxTOS: rxTOS(oob), kernelTX: c.kernelTX, kernelRX: c.kernelRX}
+	a.clientTX, a.clientRX = c.tx.UnixNano(), c.rx.UnixNano()
 	if (!a.kernelRX && !a.kernelTX) || a.clientRX <= a.clientTX {
 		// Both in user space, or the wall clock stepped between the two stamps: the
 		// monotonic user-space pair is the one to trust, put on the wall clock from
 		// the send so that the four times stay one consistent set.
-		a.clientTX = pr.sent.UnixNano()
-		a.clientRX = a.clientTX + now.Sub(pr.sent).Nanoseconds()
+		a.clientTX = c.sent.UnixNano()
+		a.clientRX = a.clientTX + now.Sub(c.sent).Nanoseconds()
 		a.kernelRX, a.kernelTX = false, false
 	}
 	return a, true
