@@ -139,6 +139,27 @@ type Kind struct {
 	Sampler bool
 }
 
+// planNone is the Plan of a kind that takes no parameters.
+func planNone(kind string) func(map[string]any, *Planner) (json.RawMessage, []datafile.Series, error) {
+	return func(params map[string]any, _ *Planner) (json.RawMessage, []datafile.Series, error) {
+		if len(params) > 0 {
+			return nil, nil, fmt.Errorf("%s takes no parameters", kind)
+		}
+		return nil, nil, nil
+	}
+}
+
+// startNone is the Start of a kind that takes no parameters: start, after the
+// agent has refused any it was sent (a controller of another version).
+func startNone(kind string, start func(context.Context, JobSpec, Env) (Job, Started, error)) func(context.Context, JobSpec, Env) (Job, Started, error) {
+	return func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
+		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
+			return nil, Started{}, fmt.Errorf("%s: %w", kind, err)
+		}
+		return start(ctx, spec, env)
+	}
+}
+
 // Kinds is the registry: every kind of job by name. A new workload is a runner
 // file and one line here.
 func Kinds() map[string]Kind {

@@ -3,7 +3,6 @@ package runners
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,16 +46,8 @@ func BQLSeries(host, dev, queue, stat string) string {
 var qdiscKind = Kind{
 	Background: true,
 	Sampler:    true,
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		if len(params) > 0 {
-			return nil, nil, fmt.Errorf("qdisc takes no parameters")
-		}
-		return nil, nil, nil
-	},
-	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
-			return nil, Started{}, err
-		}
+	Plan:       planNone("qdisc"),
+	Start: startNone("qdisc", func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		q := QdiscSpec{Host: spec.Host, Step: spec.Step, Start: spec.Start}
 		for _, d := range spec.Devs {
 			q.Devs = append(q.Devs, d.Name)
@@ -65,7 +56,7 @@ var qdiscKind = Kind{
 			}
 		}
 		return JobFunc(func(ctx context.Context) error { return RunQdiscStats(ctx, q, env) }), Started{}, nil
-	},
+	}),
 }
 
 // RunQdiscStats samples until ctx ends. Counters are emitted raw; reports take

@@ -88,16 +88,8 @@ const (
 // rrServerKind answers udp-rr and tcp-rr clients on one port of its Target.
 var rrServerKind = Kind{
 	Background: true,
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		if len(params) > 0 {
-			return nil, nil, fmt.Errorf("rr-server takes no parameters")
-		}
-		return nil, nil, nil
-	},
-	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
-			return nil, Started{}, err
-		}
+	Plan:       planNone("rr-server"),
+	Start: startNone("rr-server", func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		tcp, udpResponse, err := rrPlanOf(spec.Clients)
 		if err != nil {
 			return nil, Started{}, err
@@ -109,7 +101,7 @@ var rrServerKind = Kind{
 		s.env, s.tcpPlan, s.udpResponse = env, tcp, udpResponse
 		return JobFunc(s.serve), Started{Port: s.port,
 			Message: fmt.Sprintf("answering UDP and TCP request/response on port %d", s.port)}, nil
-	},
+	}),
 }
 
 // rrServer is a started rr-server job.

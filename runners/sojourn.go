@@ -3,7 +3,6 @@ package runners
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -34,12 +33,7 @@ const EchoSuffix = " echo"
 var sojournKind = Kind{
 	Background: true,
 	Sampler:    true,
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		if len(params) > 0 {
-			return nil, nil, fmt.Errorf("sojourn takes no parameters")
-		}
-		return nil, nil, nil
-	},
+	Plan:       planNone("sojourn"),
 	Prepare: func(ctx context.Context, spec JobSpec, env Env) (io.Closer, error) {
 		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
 			return nil, err

@@ -619,16 +619,8 @@ const MaxStreams = 1024
 // answers with its port; it takes no parameters.
 var tcpListenKind = Kind{
 	Background: true,
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		if len(params) > 0 {
-			return nil, nil, fmt.Errorf("tcp-listen takes no parameters")
-		}
-		return nil, nil, nil
-	},
-	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
-			return nil, Started{}, err
-		}
+	Plan:       planNone("tcp-listen"),
+	Start: startNone("tcp-listen", func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		plan, longest, err := streamsPlanOf(spec.Clients)
 		if err != nil {
 			return nil, Started{}, err
@@ -639,7 +631,7 @@ var tcpListenKind = Kind{
 		}
 		l.env, l.host = env, spec.Host
 		return JobFunc(l.Serve), Started{Port: l.Port()}, nil
-	},
+	}),
 }
 
 // streamsParams are a tcp-streams job's parameters as a test writes them: groups

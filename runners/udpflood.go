@@ -258,23 +258,15 @@ func (c floodConfig) names() []string {
 // udpSinkKind counts the datagrams of udp-flood jobs on a port of its Target.
 var udpSinkKind = Kind{
 	Background: true,
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		if len(params) > 0 {
-			return nil, nil, fmt.Errorf("udp-sink takes no parameters")
-		}
-		return nil, nil, nil
-	},
-	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
-			return nil, Started{}, fmt.Errorf("udp-sink: %w", err)
-		}
+	Plan:       planNone("udp-sink"),
+	Start: startNone("udp-sink", func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		s, err := listenSink(ctx, spec, env)
 		if err != nil {
 			return nil, Started{}, err
 		}
 		return JobFunc(s.run), Started{Port: s.port,
 			Message: fmt.Sprintf("counting UDP flood datagrams on port %d (receive buffer %d bytes)", s.port, s.rcvbuf)}, nil
-	},
+	}),
 }
 
 // udpSink is a started udp-sink job.

@@ -280,16 +280,8 @@ func (c udpProbeConfig) params() udpProbeParams {
 // udpEchoKind answers udp-probe jobs on a port of its Target.
 var udpEchoKind = Kind{
 	Background: true,
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		if len(params) > 0 {
-			return nil, nil, fmt.Errorf("udp-echo takes no parameters")
-		}
-		return nil, nil, nil
-	},
-	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
-		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
-			return nil, Started{}, fmt.Errorf("udp-echo: %w", err)
-		}
+	Plan:       planNone("udp-echo"),
+	Start: startNone("udp-echo", func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		s, err := listenEcho(ctx, spec.Target, spec.Token)
 		if err != nil {
 			return nil, Started{}, err
@@ -302,7 +294,7 @@ var udpEchoKind = Kind{
 		// each reply, flagged.
 		return JobFunc(s.serve), Started{Port: s.port,
 			Message: fmt.Sprintf("answering UDP probes on port %d; receive times: %s; send times: user space before sendto", s.port, rx)}, nil
-	},
+	}),
 }
 
 // rxStampsOnly is a kernel that refuses send stamps, so that enableStamps falls
