@@ -139,6 +139,24 @@ type Kind struct {
 	Sampler bool
 }
 
+// planWith is the Plan of a kind with parameters P: the test's parameters are
+// decoded strictly into P, plan checks them, declares and claims the job's series
+// and returns what the agent is to get, which is marshalled here.
+func planWith[P any](plan func(p P, pl *Planner) (any, []datafile.Series, error)) func(map[string]any, *Planner) (json.RawMessage, []datafile.Series, error) {
+	return func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
+		var p P
+		if err := decodeParams(params, &p); err != nil {
+			return nil, nil, err
+		}
+		agentParams, series, err := plan(p, pl)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := json.Marshal(agentParams)
+		return b, series, err
+	}
+}
+
 // planNone is the Plan of a kind that takes no parameters.
 func planNone(kind string) func(map[string]any, *Planner) (json.RawMessage, []datafile.Series, error) {
 	return func(params map[string]any, _ *Planner) (json.RawMessage, []datafile.Series, error) {

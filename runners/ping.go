@@ -2,7 +2,6 @@ package runners
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"time"
@@ -162,11 +161,7 @@ type pingParams struct {
 }
 
 var pingKind = Kind{
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p pingParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
+	Plan: planWith(func(p pingParams, pl *Planner) (any, []datafile.Series, error) {
 		if p.Series == "" {
 			p.Series = PingSeries
 		}
@@ -179,9 +174,8 @@ var pingKind = Kind{
 		if err := pl.Claim(p.Series); err != nil {
 			return nil, nil, err
 		}
-		b, err := json.Marshal(p)
-		return b, []datafile.Series{{Name: p.Series, Kind: datafile.KindPing, Units: "ms"}}, err
-	},
+		return p, []datafile.Series{{Name: p.Series, Kind: datafile.KindPing, Units: "ms"}}, nil
+	}),
 	// The socket opens before the answer: a host that allows no ICMP socket fails
 	// the start, and the answer says what stamps the probes get.
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {

@@ -420,11 +420,7 @@ func rrClientKind(udp bool) Kind {
 		name = "udp-rr"
 	}
 	return Kind{
-		Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-			var p rrParams
-			if err := decodeParams(params, &p); err != nil {
-				return nil, nil, err
-			}
+		Plan: planWith(func(p rrParams, pl *Planner) (any, []datafile.Series, error) {
 			c, err := p.resolve(udp)
 			if err != nil {
 				return nil, nil, err
@@ -440,9 +436,8 @@ func rrClientKind(udp bool) Kind {
 					return nil, nil, err
 				}
 			}
-			b, err := json.Marshal(c.params(udp))
-			return b, series, err
-		},
+			return c.params(udp), series, nil
+		}),
 		Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 			var p rrParams
 			if err := decodeRaw(spec.Params, &p); err != nil {

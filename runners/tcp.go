@@ -675,11 +675,7 @@ func FlowName(direction string, index int) string {
 }
 
 var tcpStreamsKind = Kind{
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p streamsParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
+	Plan: planWith(func(p streamsParams, pl *Planner) (any, []datafile.Series, error) {
 		var plan streamsPlan
 		var series []datafile.Series
 		for i, g := range p.Flows {
@@ -746,9 +742,8 @@ var tcpStreamsKind = Kind{
 				}
 			}
 		}
-		b, err := json.Marshal(plan)
-		return b, series, err
-	},
+		return plan, series, nil
+	}),
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		var p streamsPlan
 		if err := decodeRaw(spec.Params, &p); err != nil {

@@ -736,11 +736,7 @@ func onSteps(ctx context.Context, start, end time.Time, step float64, stop chan 
 
 // udpFloodKind sends flows to a udp-sink job, which it names with connect:.
 var udpFloodKind = Kind{
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p floodParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
+	Plan: planWith(func(p floodParams, pl *Planner) (any, []datafile.Series, error) {
 		c, err := p.resolve()
 		if err != nil {
 			return nil, nil, err
@@ -749,9 +745,8 @@ var udpFloodKind = Kind{
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := json.Marshal(c.params())
-		return b, series, err
-	},
+		return c.params(), series, nil
+	}),
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		var p floodParams
 		if err := decodeRaw(spec.Params, &p); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -402,11 +401,7 @@ func (s *udpEcho) serve(ctx context.Context) error {
 
 // udpProbeKind is a client of a udp-echo job, which it names with connect:.
 var udpProbeKind = Kind{
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p udpProbeParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
+	Plan: planWith(func(p udpProbeParams, pl *Planner) (any, []datafile.Series, error) {
 		c, err := p.resolve()
 		if err != nil {
 			return nil, nil, err
@@ -425,9 +420,8 @@ var udpProbeKind = Kind{
 			}
 			series = append(series, se)
 		}
-		b, err := json.Marshal(c.params())
-		return b, series, err
-	},
+		return c.params(), series, nil
+	}),
 	// The socket opens before the answer, as ping's does: the answer says what
 	// stamps the probes get.
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {

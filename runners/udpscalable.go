@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -174,11 +173,7 @@ func (c scalableConfig) params() scalableParams {
 
 // udpScalableKind sends a scalable flow to a udp-sink job, named with connect:.
 var udpScalableKind = Kind{
-	Plan: func(params map[string]any, pl *Planner) (json.RawMessage, []datafile.Series, error) {
-		var p scalableParams
-		if err := decodeParams(params, &p); err != nil {
-			return nil, nil, err
-		}
+	Plan: planWith(func(p scalableParams, pl *Planner) (any, []datafile.Series, error) {
 		c, err := p.resolve()
 		if err != nil {
 			return nil, nil, err
@@ -187,9 +182,8 @@ var udpScalableKind = Kind{
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := json.Marshal(c.params())
-		return b, series, err
-	},
+		return c.params(), series, nil
+	}),
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
 		var p scalableParams
 		if err := decodeRaw(spec.Params, &p); err != nil {
