@@ -1,0 +1,278 @@
+package qdisc
+
+// Applying a setup, verifying it by reading it back, and restoring a device: the
+// operations run on a host, in order, with errors that say what to do.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/bloatbench/bloatbench/remote"
+)
+
+// run runs ops in order, stopping at the first failure.
+func run(ctx context.Context, r Runner, host string, ops []Op) ([]string, error) {
+	var done []string
+	for _, o := range ops {
+		var stdin io.Reader
+		if o.Stdin != "" {
+			stdin = strings.NewReader(o.Stdin + "\n")
+		}
+		if _, err := r.Output(ctx, o.run(), stdin); err != nil {
+			return done, explain(host, o, err)
+		}
+		done = append(done, o.Shell())
+	}
+	return done, nil
+}
+
+var unknownQdiscRE = regexp.MustCompile(`Unknown qdisc "([^"]+)"`)
+
+// tcKind finds the qdisc or class kind in a tc command line: the first word after
+// the device that is not root, parent X, handle X or classid X.
+func tcKind(argv []string) string {
+	if len(argv) == 0 || argv[0] != "tc" {
+		return ""
+	}
+	i := 0
+	for i < len(argv) && argv[i] != "dev" {
+		i++
+	}
+	for i += 2; i < len(argv); i++ {
+		switch argv[i] {
+		case "root":
+		case "parent", "handle", "classid":
+			i++
+		default:
+			return argv[i]
+		}
+	}
+	return ""
+}
+
+// explain turns tc's and the kernel's words into what to do.
+func explain(host string, o Op, err error) error {
+	msg := err.Error()
+	kind := tcKind(o.Argv)
+	var hint string
+	switch {
+	case strings.Contains(msg, "Specified qdisc kind is unknown"):
+		hint = fmt.Sprintf("the kernel on host %s has no %s qdisc: load it (modprobe sch_%s), build it, or use a kernel that has it (the QEMU lab)", host, kind, kind)
+	case unknownQdiscRE.MatchString(msg) || strings.Contains(msg, "is unparsable"):
+		hint = fmt.Sprintf("tc on host %s does not know %s: install an iproute2 that does (dualpi2 needs iproute2 7.x)", host, kind)
+	case strings.Contains(msg, "What is") || strings.Contains(msg, "unknown parameter") || strings.Contains(msg, "Illegal") || strings.Contains(msg, "invalid"):
+		hint = fmt.Sprintf("tc rejected a parameter of %s: check it against man tc-%s", kind, kind)
+	case strings.Contains(msg, "No such file or directory") && strings.Contains(o.Shell(), "byte_queue_limits"):
+		hint = "the device has no BQL (byte_queue_limits): its driver does not support it"
+	case strings.Contains(msg, "Operation not permitted"):
+		hint = "it needs root (CAP_NET_ADMIN) on the host: connect as root"
+	}
+	if hint != "" {
+		return fmt.Errorf("`%s`: %w; %s", o.Shell(), err, hint)
+	}
+	return fmt.Errorf("`%s`: %w", o.Shell(), err)
+}
+
+// Apply snapshots nothing: it runs the setup's operations on a device whose state was
+// taken as before, reads the device back and checks the kernel shows what was asked.
+// It returns the commands run and the state read back. On error the caller restores.
+func Apply(ctx context.Context, r Runner, s *Setup, before *State) ([]string, *State, error) {
+	if s.BQL != nil && len(before.BQL) == 0 {
+		return nil, nil, fmt.Errorf("host %s: setup %s sets BQL limits, but %s has no byte_queue_limits (its driver lacks BQL)", before.Host, s.Name, before.Dev)
+	}
+	for k := range s.Offloads {
+		if _, ok := before.Offloads[k]; !ok {
+			return nil, nil, fmt.Errorf("host %s: setup %s sets offload %s, but ethtool -k %s does not show it (is ethtool installed?)", before.Host, s.Name, k, before.Dev)
+		}
+	}
+	if s.Ingress != nil {
+		if q := before.ingress(); q != nil {
+			return nil, nil, fmt.Errorf("host %s: setup %s shapes the ingress of %s, which has a %s qdisc already: its filters could not be put back exactly, so bloatbench leaves the device alone; remove it first (%s) or shape another device",
+				before.Host, s.Name, before.Dev, q.Kind, remote.Command("tc", "qdisc", "del", "dev", before.Dev, q.Kind))
+		}
+		if before.IFB != nil {
+			return nil, nil, fmt.Errorf("host %s: setup %s shapes the ingress of %s on device %s, which exists already: if a run left it, bloatbench restore puts the host back; else remove it (%s)",
+				before.Host, s.Name, before.Dev, before.IFB.Name, remote.Command("ip", "link", "del", "dev", before.IFB.Name))
+		}
+	}
+	var done []string
+	txQueues := before.TxQueues
+	if len(s.Channels) > 0 {
+		if before.Channels == nil {
+			return nil, nil, fmt.Errorf("host %s: setup %s sets channels, but ethtool -l %s shows none (is ethtool installed? does the driver support it?)", before.Host, s.Name, before.Dev)
+		}
+		// The queues change first; BQL and mq then follow the new count.
+		d, err := run(ctx, r, before.Host, []Op{s.channelOp(before.Dev)})
+		done = d
+		if err != nil {
+			return done, nil, fmt.Errorf("host %s: apply setup %s to %s: %w", before.Host, s.Name, before.Dev, err)
+		}
+		mid, err := Snapshot(ctx, r, before.Host, before.Dev)
+		if err != nil {
+			return done, nil, err
+		}
+		txQueues = mid.TxQueues
+	}
+	ops := s.commands(before.Dev, txQueues)
+	if (s.Root != nil || s.MQ != nil) && !before.kernelDefault() {
+		// `replace` cannot turn one kind into another under the same handle.
+		ops = append([]Op{{Argv: []string{"tc", "qdisc", "del", "dev", before.Dev, "root"}}}, ops...)
+	}
+	more, err := run(ctx, r, before.Host, ops)
+	done = append(done, more...)
+	if err != nil {
+		return done, nil, fmt.Errorf("host %s: apply setup %s to %s: %w", before.Host, s.Name, before.Dev, err)
+	}
+	now, err := Snapshot(ctx, r, before.Host, before.Dev)
+	if err != nil {
+		return done, nil, err
+	}
+	if err := s.verify(now); err != nil {
+		return done, now, fmt.Errorf("host %s: setup %s on %s: the kernel does not show what was asked: %w", before.Host, s.Name, before.Dev, err)
+	}
+	return done, now, nil
+}
+
+func (s *Setup) verify(now *State) error {
+	if s.Ingress != nil {
+		if err := s.Ingress.verify(now); err != nil {
+			return err
+		}
+	}
+	if s.Root != nil || s.MQ != nil {
+		if err := s.verifyRoot(now); err != nil {
+			return err
+		}
+	}
+	return s.verifyDevice(now)
+}
+
+func (s *Setup) verifyRoot(now *State) error {
+	r := now.root()
+	if r == nil {
+		return errors.New("no root qdisc")
+	}
+	want := s.Kinds()
+	if r.Kind != want[0] {
+		return fmt.Errorf("root qdisc is %s, not %s", r.Kind, want[0])
+	}
+	if s.MQ != nil {
+		n := 0
+		for _, q := range now.Qdiscs {
+			if !q.Root && q.Parent != "" && strings.HasPrefix(q.Parent, strings.TrimSuffix(r.Handle, ":")+":") {
+				if q.Kind != s.MQ.Kind {
+					return fmt.Errorf("qdisc under %s is %s, not %s", q.Parent, q.Kind, s.MQ.Kind)
+				}
+				n++
+			}
+		}
+		if n != now.TxQueues {
+			return fmt.Errorf("%d %s qdiscs under mq for %d tx queues", n, s.MQ.Kind, now.TxQueues)
+		}
+	}
+	if s.L4SNetem != nil {
+		for _, band := range []string{l4sBand, classicBand} {
+			if !slices.ContainsFunc(now.Qdiscs, func(q TCQdisc) bool { return q.Parent == band && q.Kind == "netem" }) {
+				return fmt.Errorf("no netem under prio band %s", band)
+			}
+		}
+		if !slices.ContainsFunc(now.Filters, func(f Filter) bool { return f.Parent == "1:" && strings.Contains(f.Spec, "flowid "+l4sBand) }) {
+			return fmt.Errorf("no filter sends packets to prio band %s, the L4S packets' netem", l4sBand)
+		}
+	}
+	if s.Rate != "" {
+		found := false
+		for _, q := range now.Qdiscs {
+			if q.Parent == "1:1" && q.Kind == s.Root.Kind {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("no %s under htb class 1:1", s.Root.Kind)
+		}
+	}
+	return nil
+}
+
+// verifyDevice checks channels, BQL limits and offloads.
+func (s *Setup) verifyDevice(now *State) error {
+	for k, v := range s.Channels {
+		if now.Channels[k] != strconv.Itoa(v) {
+			return fmt.Errorf("channels %s is %q, not %d", k, now.Channels[k], v)
+		}
+	}
+	if s.BQL != nil {
+		for _, b := range now.BQL {
+			if s.BQL.LimitMax != nil && b.LimitMax != strconv.Itoa(*s.BQL.LimitMax) {
+				return fmt.Errorf("%s limit_max is %s, not %d", b.Queue, b.LimitMax, *s.BQL.LimitMax)
+			}
+			if s.BQL.LimitMin != nil && b.LimitMin != strconv.Itoa(*s.BQL.LimitMin) {
+				return fmt.Errorf("%s limit_min is %s, not %d", b.Queue, b.LimitMin, *s.BQL.LimitMin)
+			}
+		}
+	}
+	for k, on := range s.Offloads {
+		if want := map[bool]string{true: "on", false: "off"}[on]; now.Offloads[k] != want {
+			return fmt.Errorf("offload %s is %s, not %s", k, now.Offloads[k], want)
+		}
+	}
+	return nil
+}
+
+// Restore puts the device back as before was, and checks it.
+func Restore(ctx context.Context, r Runner, before *State) error {
+	now, err := Snapshot(ctx, r, before.Host, before.Dev)
+	if err != nil {
+		return err
+	}
+	return restoreFrom(ctx, r, before, now)
+}
+
+// RestoreJournaled puts a device a journal names back as found, if it is still as
+// the run left it (applied; nil when the journal does not say), or whatever it is
+// now when force is set. It returns the verdict; a Changed device is left alone
+// with an error wrapping ErrChangedSince, unless forced.
+func RestoreJournaled(ctx context.Context, r Runner, found, applied *State, force bool) (Verdict, error) {
+	now, err := Snapshot(ctx, r, found.Host, found.Dev)
+	if err != nil {
+		return 0, err
+	}
+	v, diff := PlanRestore(found, applied, now)
+	switch {
+	case v == AsFound:
+		return v, nil
+	case v == Changed && !force:
+		return v, fmt.Errorf("host %s: %s: %w (%s), and is not as it was found either, so bloatbench leaves it alone", found.Host, found.Dev, ErrChangedSince, diff)
+	}
+	return v, restoreFrom(ctx, r, found, now)
+}
+
+// restoreFrom puts the device back as before, from now, and checks it.
+func restoreFrom(ctx context.Context, r Runner, before, now *State) error {
+	if now.Diff(before) == "" {
+		return nil // nothing was changed, or it is back already
+	}
+	// Only what differs from now is set (ethtool features), so that restore touches
+	// as little as it can; an error here comes before any change.
+	ops, err := before.restoreOps(now)
+	if err != nil {
+		return err
+	}
+	if _, err := run(ctx, r, before.Host, ops); err != nil {
+		return fmt.Errorf("host %s: restore %s: %w", before.Host, before.Dev, err)
+	}
+	after, err := Snapshot(ctx, r, before.Host, before.Dev)
+	if err != nil {
+		return err
+	}
+	if d := before.Diff(after); d != "" {
+		return fmt.Errorf("host %s: %s was not put back as it was: %s", before.Host, before.Dev, d)
+	}
+	return nil
+}
