@@ -48,7 +48,16 @@ func TestFlentRecordedFiles(t *testing.T) {
 			if len(theirs) == 0 {
 				t.Fatalf("no rows in flent's summary:\n%s", text)
 			}
-			checkRows(t, theirs, report.Summarize(run).Rows)
+			sum := report.Summarize(run)
+			checkRows(t, theirs, sum.Rows)
+			// compare, verdicts and history select rows by key: one row a key.
+			keys := map[report.Key]string{}
+			for _, r := range sum.Rows {
+				if other, ok := keys[r.Key]; ok {
+					t.Errorf("rows %q and %q share the key %+v", other, r.Name, r.Key)
+				}
+				keys[r.Key] = r.Name
+			}
 			if t.Failed() {
 				t.Logf("flent printed:\n%s", text)
 			}
