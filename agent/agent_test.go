@@ -61,12 +61,17 @@ func startReq(job string, spec runners.JobSpec, params string) Request {
 
 // pipeAgent runs a real Server on one end of two pipes and returns a Client on the other.
 func pipeAgent(t *testing.T, name string, rec Handler) (*Client, func()) {
+	return pipeServer(t, &Server{Version: "test"}, name, rec)
+}
+
+// pipeServer is pipeAgent with the Server given.
+func pipeServer(t *testing.T, srv *Server, name string, rec Handler) (*Client, func()) {
 	reqR, reqW := io.Pipe()
 	msgR, msgW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		err := (&Server{Version: "test"}).Serve(ctx, reqR, msgW)
+		err := srv.Serve(ctx, reqR, msgW)
 		msgW.Close()
 		served <- err
 	}()
@@ -298,5 +303,42 @@ func TestExec(t *testing.T) {
 	}
 	if err := <-slow; err != nil {
 		t.Error(err)
+	}
+}
+
+// A Server given its own Exec runs every command through it: the command, its
+// input and timeout as the client sent them, and what it returns is the client's
+// result, a failure's stderr and exit status included. Nothing runs on the host.
+func TestServerExec(t *testing.T) {
+	var mu sync.Mutex
+	var got []ExecSpec
+	srv := &Server{Version: "test", Exec: func(ctx context.Context, spec ExecSpec) *ExecResult {
+		mu.Lock()
+		got = append(got, spec)
+		mu.Unlock()
+		if strings.HasPrefix(spec.Cmd, "tc qdisc del") {
+			return &ExecResult{Stderr: []byte("RTNETLINK answers: Operation not permitted\n"), Exit: 2}
+		}
+		return &ExecResult{Stdout: append([]byte("ran: "), spec.Stdin...)}
+	}}
+	c, stop := pipeServer(t, srv, "host h", newRecorder())
+	defer stop()
+	ctx := context.Background()
+	out, err := c.Output(ctx, "tee /sys/class/net/eth0/queues/tx-0/byte_queue_limits/limit_max", strings.NewReader("30000"), 5*time.Second)
+	if err != nil || string(out) != "ran: 30000" {
+		t.Errorf("output %q, %v; want the fake's %q", out, err, "ran: 30000")
+	}
+	_, err = c.Output(ctx, "tc qdisc del dev eth0 root", nil, 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "RTNETLINK answers: Operation not permitted") {
+		t.Errorf("the fake's failure came back as %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []ExecSpec{
+		{Cmd: "tee /sys/class/net/eth0/queues/tx-0/byte_queue_limits/limit_max", Stdin: []byte("30000"), Timeout: 5},
+		{Cmd: "tc qdisc del dev eth0 root", Timeout: 2},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the Exec was given %+v, want %+v", got, want)
 	}
 }

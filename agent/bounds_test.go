@@ -158,7 +158,7 @@ func (zeros) Read(p []byte) (int, error) {
 // A command's output on the agent is bounded as over SSH: head and tail with the
 // marker, the command read to its end.
 func TestExecBounded(t *testing.T) {
-	r := execute(context.Background(), ExecSpec{Cmd: "echo START; head -c 9000000 /dev/zero; echo END; echo err >&2", Timeout: 30})
+	r := Execute(context.Background(), ExecSpec{Cmd: "echo START; head -c 9000000 /dev/zero; echo END; echo err >&2", Timeout: 30})
 	if r.Exit != 0 || r.Killed {
 		t.Fatalf("exit %d, killed %v", r.Exit, r.Killed)
 	}

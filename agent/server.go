@@ -31,6 +31,12 @@ type Server struct {
 	Version string
 	// Kinds is the runner registry the agent serves; nil is runners.Kinds().
 	Kinds map[string]runners.Kind
+	// Exec runs a command the controller sends (its tc, sysfs and ethtool work);
+	// nil is Execute, sh -c on this host. It is the caller's so that the
+	// controller's tests can run the real agent against a fake bottleneck (a tc
+	// that answers from recorded output), with no root and nothing on the
+	// machine changed.
+	Exec func(ctx context.Context, spec ExecSpec) *ExecResult
 
 	out  *json.Encoder
 	outW *bufio.Writer
@@ -41,6 +47,8 @@ type Server struct {
 
 	// kinds is the runner registry, by kind.
 	kinds map[string]runners.Kind
+	// exec runs OpExec's commands: Exec, or Execute.
+	exec func(ctx context.Context, spec ExecSpec) *ExecResult
 	// streams is what the agent's TCP streams share: the bound on those in the
 	// kernel at once.
 	streams *runners.StreamGate
@@ -73,6 +81,10 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	s.kinds = s.Kinds
 	if s.kinds == nil {
 		s.kinds = runners.Kinds()
+	}
+	s.exec = s.Exec
+	if s.exec == nil {
+		s.exec = Execute
 	}
 	s.streams = runners.NewStreamGate()
 
@@ -195,7 +207,7 @@ func (s *Server) handle(ctx context.Context, req Request) {
 		s.jobWG.Add(1)
 		go func() {
 			defer s.jobWG.Done()
-			s.reply(req, Message{Exec: execute(ctx, *req.Exec)}, nil)
+			s.reply(req, Message{Exec: s.exec(ctx, *req.Exec)}, nil)
 		}()
 	case OpFacts:
 		// It runs ethtool and tc: beside the read loop, as a command.
@@ -402,8 +414,10 @@ func (s *Server) endJob(job string, err error, announce bool) {
 	}
 }
 
-// execute runs spec.Cmd with sh, as sshd would have run it without the login shell.
-func execute(ctx context.Context, spec ExecSpec) *ExecResult {
+// Execute runs spec.Cmd with sh, as sshd would have run it without the login
+// shell: what a Server runs its commands with unless given its own Exec, and what
+// such an Exec can wrap (bounded output, the timeout, the process group killed).
+func Execute(ctx context.Context, spec ExecSpec) *ExecResult {
 	if spec.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(spec.Timeout*float64(time.Second)))

@@ -25,6 +25,10 @@ type fakeHosts struct {
 	// keepalive is how long a frozen agent's connection lasts before it is closed
 	// as lost, as remote.Conn's keepalive closes a frozen host's; 0 keeps it open.
 	keepalive time.Duration
+	// bottlenecks are fake devices by host name (faketc_test.go): that host's
+	// agent runs its commands on its fake, the others' with sh as the real agent
+	// does. Set before the first dial, and only read after.
+	bottlenecks map[string]*fakeBottleneck
 
 	mu    sync.Mutex
 	conns map[string][]*fakeConn
@@ -93,7 +97,7 @@ func (c *fakeConn) startAgent(ctx context.Context, o remote.AgentOptions) (agent
 	if c.closed {
 		return nil, fmt.Errorf("host %s: open an SSH session: the connection is closed", c.name)
 	}
-	a := startFakeAgent(c, o.Sudo)
+	a := startFakeAgent(c, o.Sudo, c.hosts.bottlenecks[c.name])
 	c.agents = append(c.agents, a)
 	return a, nil
 }
@@ -157,7 +161,8 @@ type fakeAgent struct {
 	running  map[string]bool
 }
 
-func startFakeAgent(c *fakeConn, sudo bool) *fakeAgent {
+// startFakeAgent starts an agent on c's host, whose commands run on b (nil: with sh).
+func startFakeAgent(c *fakeConn, sudo bool, b *fakeBottleneck) *fakeAgent {
 	a := &fakeAgent{conn: c, sudo: sudo, done: make(chan struct{}), starting: map[int64]string{}, running: map[string]bool{}}
 	a.reqR, a.reqW = io.Pipe()
 	a.sReqR, a.sReqW = io.Pipe()
@@ -165,9 +170,13 @@ func startFakeAgent(c *fakeConn, sudo bool) *fakeAgent {
 	a.msgR, a.msgW = io.Pipe()
 	go a.relayIn()
 	go a.relayOut()
+	srv := &agent.Server{Version: "test"}
+	if b != nil {
+		srv.Exec = b.exec
+	}
 	go func() {
 		// The agent outlives the start's context, as the real one's session does.
-		err := (&agent.Server{Version: "test"}).Serve(context.Background(), a.sReqR, a.sMsgW)
+		err := srv.Serve(context.Background(), a.sReqR, a.sMsgW)
 		// Requests after the end fail instead of blocking, and the relay passes
 		// the end of the output on.
 		a.sReqR.Close()

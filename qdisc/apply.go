@@ -62,6 +62,10 @@ func explain(host string, o Op, err error) error {
 	kind := tcKind(o.Argv)
 	var hint string
 	switch {
+	// The kernel's refusal first: the words a parameter error has below can be
+	// in the rest of the message too (a test host's name ends in ".invalid").
+	case strings.Contains(msg, "Operation not permitted"):
+		hint = "it needs root (CAP_NET_ADMIN) on the host: connect as root"
 	case strings.Contains(msg, "Specified qdisc kind is unknown"):
 		hint = fmt.Sprintf("the kernel on host %s has no %s qdisc: load it (modprobe sch_%s), build it, or use a kernel that has it (the QEMU lab)", host, kind, kind)
 	case unknownQdiscRE.MatchString(msg) || strings.Contains(msg, "is unparsable"):
@@ -70,8 +74,6 @@ func explain(host string, o Op, err error) error {
 		hint = fmt.Sprintf("tc rejected a parameter of %s: check it against man tc-%s", kind, kind)
 	case strings.Contains(msg, "No such file or directory") && strings.Contains(o.Shell(), "byte_queue_limits"):
 		hint = "the device has no BQL (byte_queue_limits): its driver does not support it"
-	case strings.Contains(msg, "Operation not permitted"):
-		hint = "it needs root (CAP_NET_ADMIN) on the host: connect as root"
 	}
 	if hint != "" {
 		return fmt.Errorf("`%s`: %w; %s", o.Shell(), err, hint)
