@@ -59,12 +59,30 @@ func TestGridWarnings(t *testing.T) {
 		{name: "a request/response client over its job's window, the streams'", change: func(run *datafile.Run) {
 			addRR(run, true, nil)
 		}},
-		{name: "a request/response client that stalled for a second", change: func(run *datafile.Run) {
-			addRR(run, true, func(k int) bool { return k <= 20 || k > 26 })
-		}, want: []string{"TCP RR latency has 44 of its 50 grid points (misses 12%"}},
-		{name: "a file without the job's window: the whole run", change: func(run *datafile.Run) {
-			addRR(run, false, nil)
-		}, want: []string{"TCP RR latency has 50 of its 70 grid points"}},
+		{name: "a request/response client's transactions longer than a step: no warning", change: func(run *datafile.Run) {
+			addRR(run, true, func(k int) bool { return k%3 == 0 })
+		}},
+		{name: "a ping that ran only while the streams did, over its job's window", change: func(run *datafile.Run) {
+			se := &run.Series[0]
+			se.Start, se.Duration = run.Metadata.Delay, run.Metadata.Length
+			var in []datafile.Sample
+			for _, s := range run.Samples[se.Name] {
+				if sent := sentAt(s); sent >= run.Metadata.T0+se.Start-0.01 && sent < run.Metadata.T0+se.Start+se.Duration-0.01 {
+					in = append(in, s)
+				}
+			}
+			run.Samples[se.Name] = in
+		}},
+		{name: "the same ping in a file without the job's window: the whole run", change: func(run *datafile.Run) {
+			se := run.Series[0]
+			var in []datafile.Sample
+			for _, s := range run.Samples[se.Name] {
+				if sent := sentAt(s); sent >= run.Metadata.T0+run.Metadata.Delay-0.01 && sent < run.Metadata.T0+run.Metadata.Delay+run.Metadata.Length-0.01 {
+					in = append(in, s)
+				}
+			}
+			run.Samples[se.Name] = in
+		}, want: []string{"Ping (ms) ICMP has 50 of its 70 grid points"}},
 		{name: "a flent file's series name no host", change: func(run *datafile.Run) {
 			run.Samples["Ping (ms) ICMP"] = run.Samples["Ping (ms) ICMP"][5:]
 			for i := range run.Series {
