@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -360,9 +362,8 @@ func TestSetupFailsHostAsFound(t *testing.T) {
 
 // A restore that fails is the run's error, marked ErrNotRestored and naming the
 // journal, which is kept with the host's mark: the next run is refused. Once the
-// cause is fixed, what `bloatbench restore` does with the journal (load it,
-// RestoreJournaled, the mark and the journal removed) puts the device back, and a
-// run may go again.
+// cause is fixed, `bloatbench restore` (Restore) puts the device back from the
+// journal, removes the mark and the journal, and a run may go again.
 func TestFailedRestoreKeepsJournal(t *testing.T) {
 	t.Parallel()
 	r := newBottleneckRig(t, "default", "bfifo")
@@ -413,15 +414,15 @@ func TestFailedRestoreKeepsJournal(t *testing.T) {
 	}
 
 	r.dev.fix(t)
-	v, err := qdisc.RestoreJournaled(ctx, r.server(), found, applied, false)
-	if err != nil || v != qdisc.PutBack {
-		t.Fatalf("restore from the journal: %v, %v; want %v", v, err, qdisc.PutBack)
+	var out bytes.Buffer
+	if err := Restore(ctx, r.o, js, false, &out); err != nil {
+		t.Fatalf("restore from the journal: %v", err)
 	}
-	if err := qdisc.RemoveMark(ctx, r.server(), "server", ms[0], j.Path()); err != nil {
-		t.Fatal(err)
+	if want := "restored server:" + fakeDev + " (setup bfifo of "; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("restore said %q, want %q...", out.String(), want)
 	}
-	if err := j.Remove(); err != nil {
-		t.Fatal(err)
+	if js := r.journals(t); len(js) > 0 {
+		t.Errorf("journals left after the restore: %v", js)
 	}
 	sameChanges(t, r.dev, []string{tcBfifo, tcDelRoot, tcDelRoot})
 	r.asFound(t, "default")
@@ -433,8 +434,40 @@ func TestFailedRestoreKeepsJournal(t *testing.T) {
 	}
 }
 
-// What `bloatbench restore` makes of a journal left by a controller killed while
-// its setup was on, depending on what became of the device since.
+// killedRun applies the rig's setup as a run does and leaves it on, as a controller
+// killed then leaves it: nothing restores it. It returns the run's journal.
+func (r *bottleneckRig) killedRun(t *testing.T) *qdisc.Journal {
+	t.Helper()
+	ctx := context.Background()
+	o := r.o
+	o.Plan = &tests.Plan{Test: "one_down"}
+	if _, _, err := o.applySetup(ctx, r.s.eps, o.identities(ctx, r.s.eps)); err != nil {
+		t.Fatal(err)
+	}
+	js := r.journals(t)
+	if len(js) != 1 {
+		t.Fatalf("journals %v", js)
+	}
+	j, err := qdisc.LoadJournal(js[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.AppliedOf("server", fakeDev) == nil {
+		t.Fatal("the journal does not say what the run left")
+	}
+	return j
+}
+
+// rewrite saves journal j again after a test changed it.
+func rewrite(t *testing.T, j *qdisc.Journal) {
+	t.Helper()
+	if err := j.Save(filepath.Dir(j.Path())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What `bloatbench restore` (Restore) makes of a journal left by a controller
+// killed while its setup was on, depending on what became of the device since.
 func TestRestoreFromJournal(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -445,61 +478,201 @@ func TestRestoreFromJournal(t *testing.T) {
 		since     string
 		noApplied bool
 		force     bool
-		verdict   qdisc.Verdict
+		// said is how Restore's report on the device begins, and ends is how it
+		// ends.
+		said, ends string
 		// changedSince: restore refuses, and leaves the device alone.
 		changedSince bool
 		restore      []string
 	}{
-		{name: "as the run left it", verdict: qdisc.PutBack, restore: slices.Concat([]string{tcDelRoot}, tcLabBack)},
-		{name: "put back by hand", since: "lab", verdict: qdisc.AsFound},
-		{name: "changed since", since: "mq-bfifo", verdict: qdisc.Changed, changedSince: true},
-		{name: "changed since, forced", since: "mq-bfifo", force: true, verdict: qdisc.Changed, restore: slices.Concat([]string{tcDelRoot}, tcLabBack)},
-		{name: "read-back not recorded", noApplied: true, verdict: qdisc.Unknown, restore: slices.Concat([]string{tcDelRoot}, tcLabBack)},
+		{name: "as the run left it", said: "restored server:bbfake0 (setup bfifo of ", ends: ")\n", restore: slices.Concat([]string{tcDelRoot}, tcLabBack)},
+		{name: "put back by hand", since: "lab", said: "server:bbfake0 is as setup bfifo of ", ends: "found it already: nothing to do\n"},
+		{name: "changed since", since: "mq-bfifo", changedSince: true},
+		{name: "changed since, forced", since: "mq-bfifo", force: true, said: "restored server:bbfake0 (setup bfifo of ", ends: "forced: it had been changed since that run left it\n",
+			restore: slices.Concat([]string{tcDelRoot}, tcLabBack)},
+		{name: "read-back not recorded", noApplied: true, said: "restored server:bbfake0 (setup bfifo of ", ends: ")\n", restore: slices.Concat([]string{tcDelRoot}, tcLabBack)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := newBottleneckRig(t, "lab", "bfifo")
 			ctx := context.Background()
-			// The controller applies the setup and is killed: nothing restores it.
-			o := r.o
-			o.Plan = &tests.Plan{Test: "one_down"}
-			if _, _, err := o.applySetup(ctx, r.s.eps, o.identities(ctx, r.s.eps)); err != nil {
-				t.Fatal(err)
-			}
-			js := r.journals(t)
-			if len(js) != 1 {
-				t.Fatalf("journals %v", js)
-			}
-			j, err := qdisc.LoadJournal(js[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			applied := j.AppliedOf("server", fakeDev)
-			if applied == nil {
-				t.Fatal("the journal does not say what the run left")
-			}
+			j := r.killedRun(t)
 			if c.noApplied {
-				applied = nil
+				j.Applied = nil
+				rewrite(t, j)
 			}
 			if c.since != "" {
 				r.dev.setState(t, c.since)
 			}
 			before := r.dev.state(t)
 			n := len(r.dev.changes(t))
-			v, err := qdisc.RestoreJournaled(ctx, r.server(), j.States[0], applied, c.force)
-			if v != c.verdict || errors.Is(err, qdisc.ErrChangedSince) != c.changedSince || err != nil && !c.changedSince {
-				t.Fatalf("restore: %v, %v; want %v (refused: %v)", v, err, c.verdict, c.changedSince)
-			}
+			var out bytes.Buffer
+			err := Restore(ctx, r.o, []string{j.Path()}, c.force, &out)
 			if got := r.dev.changes(t)[n:]; !slices.Equal(got, c.restore) {
 				t.Errorf("restore ran %q, want %q", got, c.restore)
 			}
 			if c.changedSince {
+				if !errors.Is(err, qdisc.ErrChangedSince) || !strings.Contains(err.Error(), "bloatbench restore --force --journal "+j.Path()) || out.Len() > 0 {
+					t.Fatalf("restore: %v, and said %q; want it refused, naming --force", err, out.String())
+				}
 				if s := r.dev.state(t); s != before {
 					t.Errorf("refused, restore left the device in state %s, not %s", s, before)
 				}
+				if js, ms := r.journals(t), r.marks(t); len(js) != 1 || len(ms) != 1 {
+					t.Errorf("refused, restore left journals %v and marks %v; want the run's one of each", js, ms)
+				}
 				return
 			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if said := out.String(); !strings.HasPrefix(said, c.said) || !strings.HasSuffix(said, c.ends) || strings.Count(said, "\n") != 1 {
+				t.Errorf("restore said %q, want %q...%q", said, c.said, c.ends)
+			}
 			r.asFound(t, "lab")
+			if js, ms := r.journals(t), r.marks(t); len(js)+len(ms) > 0 {
+				t.Errorf("journals %v and marks %v left after the device was put back", js, ms)
+			}
+		})
+	}
+}
+
+// newerJournal writes a journal that a second run, killed like the first, left on
+// the rig's device after putting it in state setup: it found the device as the
+// first journal's run left it. It goes in a folder of its own, as a controller
+// with another journal folder writes it (a run here would be refused).
+func (r *bottleneckRig) newerJournal(t *testing.T, older *qdisc.Journal, setup string) *qdisc.Journal {
+	t.Helper()
+	ctx := context.Background()
+	found, err := qdisc.Snapshot(ctx, r.server(), "server", fakeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dev.setState(t, setup)
+	now, err := qdisc.Snapshot(ctx, r.server(), "server", fakeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := qdisc.NewJournal(setup, older.Inventory)
+	j.Created = older.Created.Add(time.Second)
+	j.Hosts, j.Identities = older.Hosts, older.Identities
+	j.States = []*qdisc.State{found}
+	j.SetApplied(now)
+	if err := j.Save(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// Two runs killed one after the other on one device: the newer is undone first
+// (back to the older run's setup), then the older (back as found), whatever order
+// the journals are given in. When the newer one cannot be undone, the older one is
+// left alone too: what it would put back is not what the device was before the
+// newer run.
+func TestRestoreNewestFirst(t *testing.T) {
+	t.Parallel()
+	t.Run("both", func(t *testing.T) {
+		t.Parallel()
+		r := newBottleneckRig(t, "lab", "bfifo")
+		older := r.killedRun(t)
+		newer := r.newerJournal(t, older, "mq-bfifo")
+		n := len(r.dev.changes(t))
+		var out bytes.Buffer
+		if err := Restore(context.Background(), r.o, []string{older.Path(), newer.Path()}, false, &out); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := r.dev.changes(t)[n:], slices.Concat([]string{tcDelRoot, "tc qdisc add dev bbfake0 root handle 1: bfifo limit 100000", tcDelRoot}, tcLabBack); !slices.Equal(got, want) {
+			t.Errorf("restore ran\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+		said := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(said) != 2 || !strings.HasPrefix(said[0], "restored server:bbfake0 (setup mq-bfifo of ") || !strings.HasPrefix(said[1], "restored server:bbfake0 (setup bfifo of ") {
+			t.Errorf("restore said %q; want the newer run's setup restored, then the older's", said)
+		}
+		r.asFound(t, "lab")
+		for _, j := range []*qdisc.Journal{older, newer} {
+			if _, err := qdisc.LoadJournal(j.Path()); err == nil {
+				t.Errorf("journal %s is left after its device was put back", j.Path())
+			}
+		}
+	})
+	t.Run("the newer changed since", func(t *testing.T) {
+		t.Parallel()
+		r := newBottleneckRig(t, "lab", "bfifo")
+		older := r.killedRun(t)
+		newer := r.newerJournal(t, older, "mq-bfifo")
+		r.dev.setState(t, "htb-pfifo")
+		n := len(r.dev.changes(t))
+		var out bytes.Buffer
+		err := Restore(context.Background(), r.o, []string{older.Path(), newer.Path()}, false, &out)
+		if !errors.Is(err, qdisc.ErrChangedSince) || !strings.Contains(err.Error(), newer.Path()) ||
+			!strings.Contains(err.Error(), "a newer journal for it was not restored (above); journal "+older.Path()) {
+			t.Errorf("restore: %v; want the newer journal's device refused, and the older's left for it", err)
+		}
+		if got := r.dev.changes(t)[n:]; len(got) > 0 || out.Len() > 0 {
+			t.Errorf("restore ran %q and said %q; want the device left alone", got, out.String())
+		}
+		for _, j := range []*qdisc.Journal{older, newer} {
+			if k, err := qdisc.LoadJournal(j.Path()); err != nil || len(k.States) != 1 {
+				t.Errorf("journal %s: %v; want it kept as it was", j.Path(), err)
+			}
+		}
+	})
+}
+
+// A restore is refused, leaving the device and the journal alone: while a run (or
+// another restore) holds the device, naming it; and on another machine than the one
+// the journal was written on, now at the host's address, unless forced.
+func TestRestoreRefused(t *testing.T) {
+	t.Parallel()
+	t.Run("device busy", func(t *testing.T) {
+		t.Parallel()
+		r := newBottleneckRig(t, "lab", "bfifo")
+		j := r.killedRun(t)
+		l, err := qdisc.LockDeviceOf(r.o.JournalDir, "server", j.Identities["server"], fakeDev, "run of setup mq+bfifo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(r.dev.changes(t))
+		err = Restore(context.Background(), r.o, []string{j.Path()}, false, io.Discard)
+		l.Unlock()
+		if !errors.Is(err, qdisc.ErrBusy) || !strings.Contains(err.Error(), "run of setup mq+bfifo") {
+			t.Errorf("restore while a run holds the device: %v; want it refused, naming the run", err)
+		}
+		if got := r.dev.changes(t)[n:]; len(got) > 0 {
+			t.Errorf("restore ran %q on a busy device", got)
+		}
+		if js := r.journals(t); len(js) != 1 {
+			t.Errorf("journals %v; want the run's kept", js)
+		}
+	})
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("another machine, force %v", force), func(t *testing.T) {
+			t.Parallel()
+			r := newBottleneckRig(t, "lab", "bfifo")
+			j := r.killedRun(t)
+			id := j.Identities["server"]
+			id.ID = "0123456789abcdef0123456789abcdef net:[4026531840]"
+			j.Identities["server"] = id
+			rewrite(t, j)
+			n := len(r.dev.changes(t))
+			var out bytes.Buffer
+			err := Restore(context.Background(), r.o, []string{j.Path()}, force, &out)
+			got := r.dev.changes(t)[n:]
+			if force {
+				if err != nil || !slices.Equal(got, slices.Concat([]string{tcDelRoot}, tcLabBack)) {
+					t.Errorf("forced: %v, ran %q; want the device put back", err, got)
+				}
+				return
+			}
+			if !errors.Is(err, qdisc.ErrChangedSince) || !strings.Contains(err.Error(), "another machine (or network namespace) is at its address") {
+				t.Errorf("restore on another machine: %v; want it refused", err)
+			}
+			if len(got) > 0 || out.Len() > 0 {
+				t.Errorf("restore ran %q and said %q on another machine", got, out.String())
+			}
+			if js := r.journals(t); len(js) != 1 {
+				t.Errorf("journals %v; want the run's kept", js)
+			}
 		})
 	}
 }

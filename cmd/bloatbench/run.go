@@ -335,7 +335,7 @@ func restoreStale(ctx context.Context, c *cli.Command, sess *controller.Session,
 		return err
 	}
 	fmt.Fprintf(c.Root().ErrWriter, "--restore-stale: restoring what earlier runs left first, from %s\n", strings.Join(se.Paths(), ", "))
-	if err := restoreJournals(ctx, c, o.Dialer, se.Paths(), false); err != nil {
+	if err := controller.Restore(ctx, o, se.Paths(), false, c.Root().Writer); err != nil {
 		return fmt.Errorf("--restore-stale: %w; nothing was run", err)
 	}
 	if err := sess.StaleJournals(ctx, o); err != nil {

@@ -106,6 +106,8 @@ state mq-bfifo "qdisc replace dev $dev root handle 1: mq" "qdisc replace dev $de
 state lab-restored1 "$rHTB"
 state lab-restored2 "$rHTB" "$rClass"
 state lab-restored "$rHTB" "$rClass" "$labLeaf"
+# what restore puts back of state bfifo, once a newer run's setup is taken off
+state bfifo-restored "qdisc add dev $dev root handle 1: bfifo limit 100000"
 
 # This kernel has no fq_codel (nor cake, fq, pie, dualpi2, netem): a setup of it
 # fails as it would on any such kernel.
