@@ -200,58 +200,72 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	if pr.Bars != nil {
 		o.Controller.Progress = pr.Update
 	}
-	var sess *controller.Session
-	defer func() { sess.Close() }()
-	ran := 0
+	// The runs left, in order, as one sequence of the controller's: one session, one
+	// failure policy (a failed run is recorded and the next goes on; an
+	// interruption, or a host not put back, stops the batch).
+	var steps []controller.Step
+	var pos []int
 	for i, id := range plan.Order {
 		if done[id] {
 			continue
 		}
-		if ctx.Err() != nil {
-			res.Interrupted = true
-			break
-		}
-		if ran > 0 && b.Pause > 0 {
-			select {
-			case <-time.After(b.Pause):
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				res.Interrupted = true
-				break
-			}
-		}
-		r := byID[id]
-		o.logf("run %d of %d: %s (%s)", i+1, len(plan.Order), id, eta)
-		pr.StartRun(fmt.Sprintf("run %d of %d: %s", i+1, len(plan.Order), id), (2*b.Delay + b.Length).Seconds())
-		rec, runErr := o.runOne(ctx, &sess, r)
-		pr.endRun()
-		eta.RunEnded()
-		ran++
-		if err := appendRecord(rf, rec); err != nil {
-			return nil, err
-		}
-		switch rec.Status {
-		case "ok":
-			res.Done++
-			o.logf("run %s complete: %s", id, rec.Data)
-		case "interrupted":
-			res.Interrupted = true
-			o.logf("run %s interrupted; `bloatbench batch --resume %s` runs what is left", id, o.Dir)
-		default:
-			res.Failed = append(res.Failed, rec)
-			o.logf("run %s FAILED: %s", id, rec.Error)
-		}
-		if res.Interrupted {
-			break
-		}
-		if errors.Is(runErr, controller.ErrNotRestored) {
-			// A host is not as it was found: every later run would measure that.
-			o.logf("stopping: a host was not restored; run `bloatbench restore`, then --resume %s", o.Dir)
-			res.Interrupted = true
-			break
-		}
+		co, err := o.options(byID[id])
+		steps = append(steps, controller.Step{Options: co, Err: err})
+		pos = append(pos, i)
 	}
+	recs := make([]Record, len(steps))
+	seq := controller.Sequence{Steps: steps, Pause: b.Pause,
+		Start: func(k int, co controller.Options) controller.Options {
+			i := pos[k]
+			id := plan.Order[i]
+			o.logf("run %d of %d: %s (%s)", i+1, len(plan.Order), id, eta)
+			pr.StartRun(fmt.Sprintf("run %d of %d: %s", i+1, len(plan.Order), id), (2*b.Delay + b.Length).Seconds())
+			recs[k] = Record{ID: id, Started: o.now()}
+			return co
+		},
+		Run: func(ctx context.Context, s *controller.Session, k int, co controller.Options) (string, error) {
+			return o.runOn(ctx, s, co, &recs[k])
+		},
+		Ended: func(k int, path string, runErr error) error {
+			pr.endRun()
+			eta.RunEnded()
+			rec := recs[k]
+			rec.Ended = o.now()
+			if path != "" {
+				rec.Data, _ = filepath.Rel(o.Dir, path)
+			}
+			switch {
+			case runErr == nil:
+				rec.Status = "ok"
+			case ctx.Err() != nil:
+				rec.Status, rec.Error = "interrupted", runErr.Error()
+			default:
+				rec.Status, rec.Error = "failed", runErr.Error()
+			}
+			if err := appendRecord(rf, rec); err != nil {
+				return err
+			}
+			switch rec.Status {
+			case "ok":
+				res.Done++
+				o.logf("run %s complete: %s", rec.ID, rec.Data)
+			case "interrupted":
+				o.logf("run %s interrupted; `bloatbench batch --resume %s` runs what is left", rec.ID, o.Dir)
+			default:
+				res.Failed = append(res.Failed, rec)
+				o.logf("run %s FAILED: %s", rec.ID, rec.Error)
+			}
+			if errors.Is(runErr, controller.ErrNotRestored) {
+				// A host is not as it was found: every later run would measure that.
+				o.logf("stopping: a host was not restored; run `bloatbench restore`, then --resume %s", o.Dir)
+			}
+			return nil
+		}}
+	sres, err := seq.Execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Interrupted = sres.Interrupted || sres.Stopped != nil
 	err = o.finish(res)
 	// --junit and --metrics (reports.go): written whether or not finish failed.
 	if rerr := o.writeReports(plan, res, err); rerr != nil {
@@ -312,31 +326,18 @@ func (o *Options) plan() (*Plan, error) {
 	return p, nil
 }
 
-// runOne runs one run in isolation: connecting (again) if the batch has no session,
-// the before commands, the run with its setup applied and restored, the after
-// commands. Whatever fails is the record's error; the batch goes on.
-func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) (Record, error) {
+// options are run r's controller options, or why it cannot run.
+func (o *Options) options(r Run) (controller.Options, error) {
 	b := o.Batch
-	rec := Record{ID: r.ID, Started: o.now()}
-	end := func(status string, err error) (Record, error) {
-		rec.Status, rec.Ended = status, o.now()
-		if err != nil {
-			rec.Error = err.Error()
-		}
-		if status != "ok" && ctx.Err() != nil {
-			rec.Status = "interrupted"
-		}
-		return rec, err
-	}
+	co := o.Controller
 	def, err := tests.Get(r.Test)
 	if err != nil {
-		return end("failed", err)
+		return co, err
 	}
 	plan, err := def.Resolve(r.Parameters)
 	if err != nil {
-		return end("failed", err)
+		return co, err
 	}
-	co := o.Controller
 	co.Inventory = b.Inventory
 	co.Plan = plan
 	co.Length, co.Step, co.Delay = b.Length, b.Step, b.Delay
@@ -349,18 +350,19 @@ func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) 
 			co.Title = s.Title
 		}
 	}
-	if *sess == nil {
-		s, err := controller.Connect(ctx, co)
-		if err != nil {
-			return end("failed", err)
-		}
-		*sess = s
-	}
+	return co, nil
+}
+
+// runOn runs one run on the batch's session in isolation: the before commands, the
+// run with its setup applied and restored, the after commands, their outputs kept
+// in rec. Whatever fails is the run's error; the batch goes on.
+func (o *Options) runOn(ctx context.Context, sess *controller.Session, co controller.Options, rec *Record) (string, error) {
+	b := o.Batch
 	commands := func(when string, cs []Command) ([]CommandResult, error) {
 		var out []CommandResult
 		var errs []error
 		for _, c := range cs {
-			got, err := (*sess).Exec(ctx, c.Host, c.Run)
+			got, err := sess.Exec(ctx, c.Host, c.Run)
 			// Kept to maxOutput: a before command's dmesg must not make the
 			// record a line readers step over.
 			cr := CommandResult{Host: c.Host, Run: c.Run, Output: datafile.Truncate(string(got), maxOutput)}
@@ -372,26 +374,24 @@ func (o *Options) runOne(ctx context.Context, sess **controller.Session, r Run) 
 		}
 		return out, errors.Join(errs...)
 	}
+	var err error
 	rec.Before, err = commands("before", b.Before)
 	var path string
 	if err == nil {
-		path, err = (*sess).Run(ctx, co)
+		path, err = sess.Run(ctx, co)
 	}
 	// After commands run whatever happened: they undo what before commands did.
 	after, aerr := commands("after", b.After)
 	rec.After = after
-	if path != "" {
-		rec.Data, _ = filepath.Rel(o.Dir, path)
-	}
 	if err = errors.Join(err, aerr); err != nil {
-		return end("failed", err)
+		return path, err
 	}
 	if b.Require.Bottleneck {
 		if err := requireBottleneck(path); err != nil {
-			return end("failed", err)
+			return path, err
 		}
 	}
-	return end("ok", nil)
+	return path, nil
 }
 
 // requireBottleneck fails a run whose qdiscs under test were not where its delay

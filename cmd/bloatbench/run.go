@@ -263,10 +263,11 @@ func runAction(ctx context.Context, c *cli.Command) error {
 	if len(cycle) == 0 {
 		cycle = []*qdisc.Setup{nil}
 	}
-	var failures []error
-	var paths []string
-	prog := newRunProgress(c.Root().ErrWriter, len(cycle), c.Int("repeat"))
-	for rep := 1; rep <= c.Int("repeat"); rep++ {
+	// Every setup, --repeat times over, as one sequence of the controller's: one
+	// failure policy with batch (a failed run is said and the next goes on; an
+	// interruption, or a host not put back, stops the command).
+	var steps []controller.Step
+	for range c.Int("repeat") {
 		for _, s := range cycle {
 			ro := o
 			ro.Setup = s
@@ -279,24 +280,44 @@ func runAction(ctx context.Context, c *cli.Command) error {
 					ro.Title = fmt.Sprintf("%s (%s)", o.Title, s.Title)
 				}
 			}
-			path, err := runOne(ctx, c, sess, prog, ro, ropts, cols)
-			if path != "" {
-				paths = append(paths, path)
-			}
-			if err == nil {
-				continue
-			}
-			if len(cycle)*c.Int("repeat") == 1 {
-				return err
-			}
-			if ctx.Err() != nil || errors.Is(err, controller.ErrNotRestored) {
-				// Interrupted, or a host could not be put back: stop here.
-				return err
-			}
-			fmt.Fprintln(c.Root().ErrWriter, "bloatbench:", err)
-			failures = append(failures, err)
+			steps = append(steps, controller.Step{Options: ro})
 		}
 	}
+	var paths []string
+	prog := newRunProgress(c.Root().ErrWriter, len(cycle), c.Int("repeat"))
+	seq := controller.Sequence{Steps: steps, Session: sess, Start: func(_ int, ro controller.Options) controller.Options { return prog.start(ro) },
+		Ended: func(_ int, path string, err error) error {
+			// The bar ends before the summary: stdout may be the terminal it is drawn on.
+			prog.end()
+			if path != "" {
+				paths = append(paths, path)
+				if perr := printRun(c, path, ropts, cols); perr != nil {
+					// The data file is kept; a summary that cannot be read or
+					// printed ends the command.
+					return errors.Join(err, perr)
+				}
+			}
+			// A failure that ends the command is its error; one the next run
+			// goes on after is said here.
+			if err != nil && len(steps) > 1 && ctx.Err() == nil && !errors.Is(err, controller.ErrNotRestored) {
+				fmt.Fprintln(c.Root().ErrWriter, "bloatbench:", err)
+			}
+			return nil
+		}}
+	res, err := seq.Execute(ctx)
+	switch {
+	case err != nil:
+		return err
+	case res.Stopped != nil:
+		return res.Stopped
+	case res.Interrupted && len(res.Failures) > 0:
+		return res.Failures[len(res.Failures)-1]
+	case res.Interrupted:
+		return ctx.Err()
+	case len(steps) == 1 && len(res.Failures) == 1:
+		return res.Failures[0]
+	}
+	failures := res.Failures
 	if len(paths) > 1 {
 		// The cover letter's layout and the side-by-side table, from the data files.
 		fmt.Fprintln(c.Root().Writer)
@@ -305,7 +326,7 @@ func runAction(ctx context.Context, c *cli.Command) error {
 		}
 	}
 	if len(failures) > 0 {
-		return fmt.Errorf("%d of %d runs failed (their errors are above)", len(failures), len(cycle)*c.Int("repeat"))
+		return fmt.Errorf("%d of %d runs failed (their errors are above)", len(failures), len(steps))
 	}
 	return nil
 }
@@ -354,35 +375,30 @@ func selfBinary() (path string, hash func() (string, error), err error) {
 	return path, remote.HashLater(path), nil
 }
 
-// runOne runs one test, its progress shown on prog, and prints its summary, also
-// when the run failed part way.
-func runOne(ctx context.Context, c *cli.Command, sess *controller.Session, prog *runProgress, o controller.Options, ro report.Options, cols report.Columns) (string, error) {
-	path, runErr := sess.Run(ctx, prog.start(o))
-	// The bar ends before the summary: stdout may be the terminal it is drawn on.
-	prog.end()
-	if path != "" {
-		run, err := datafile.Read(path)
-		if err != nil {
-			return "", err
-		}
-		sum := report.SummarizeWith(run, ro)
-		if err := report.Write(c.Root().Writer, c.String("format"), []report.Summary{sum}, cols); err != nil {
-			return path, err
-		}
-		// The run's queue was not where it was tested, or drained slower than
-		// configured: said on stderr too, where a run's warnings go, and not only
-		// in the table a script may not read.
-		for _, w := range sum.QueueWarnings {
-			fmt.Fprintln(c.Root().ErrWriter, "warning:", report.EscapeText(w))
-		}
-		fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
-		if c.Bool("flent") {
-			fp, err := flentfile.Export(run, "")
-			if err != nil {
-				return path, err
-			}
-			fmt.Fprintf(c.Root().ErrWriter, "flent file: %s\n", fp)
-		}
+// printRun prints the summary of the run whose data file is path (also of a run that
+// failed part way), and its warnings and files on stderr.
+func printRun(c *cli.Command, path string, ro report.Options, cols report.Columns) error {
+	run, err := datafile.Read(path)
+	if err != nil {
+		return err
 	}
-	return path, runErr
+	sum := report.SummarizeWith(run, ro)
+	if err := report.Write(c.Root().Writer, c.String("format"), []report.Summary{sum}, cols); err != nil {
+		return err
+	}
+	// The run's queue was not where it was tested, or drained slower than
+	// configured: said on stderr too, where a run's warnings go, and not only in
+	// the table a script may not read.
+	for _, w := range sum.QueueWarnings {
+		fmt.Fprintln(c.Root().ErrWriter, "warning:", report.EscapeText(w))
+	}
+	fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
+	if c.Bool("flent") {
+		fp, err := flentfile.Export(run, "")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Root().ErrWriter, "flent file: %s\n", fp)
+	}
+	return nil
 }
