@@ -111,10 +111,12 @@ func (s *Setup) commands(dev string, txQueues int) []Op {
 		for q := 1; q <= txQueues; q++ {
 			ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "parent", fmt.Sprintf("1:%x", q), s.MQ.Kind}, s.MQ.args()...)...))
 		}
-	case s.Root == nil:
-	case s.L4SNetem != nil:
+	case s.Root == nil && s.Rate == "":
+	case s.L4SNetem != nil && s.Root != nil:
 		ops = append(ops, l4sPathOps(dev, s.Root.args(), s.L4SNetem.args())...)
 	case s.Rate != "":
+		// With no root, htb's class alone (its default pfifo_fast-like leaf): the
+		// local lab's test link unshaped but for its rate.
 		ops = append(ops, ShapedOps(dev, s.Rate, s.Root)...)
 	default:
 		ops = append(ops, tc(append([]string{"qdisc", "replace", "dev", dev, "root", "handle", "1:", s.Root.Kind}, s.Root.args()...)...))

@@ -199,24 +199,62 @@ func Up(ctx context.Context, o Options, out string) (lab *Lab, err error) {
 		return nil, err
 	}
 	lab = &Lab{Name: fmt.Sprintf("bb%d", n), Index: n, Dir: dir, Options: o, Hosts: plan(n, o.Pairs)}
-	built := lab // the error returns below set lab to nil
+	if err := lab.bring(ctx, nsBackend{}, out); err != nil {
+		return nil, err
+	}
+	return lab, nil
+}
+
+// A backend is how a lab's hosts come to be and go: network namespaces on this
+// machine (nsBackend), or QEMU guests (qemuBackend, vm.go). Up and UpVM check their
+// options and claim a name; bring and down are the same for both.
+type backend interface {
+	// build makes the hosts, their links and logins.
+	build(ctx context.Context, l *Lab) error
+	// writeInventory writes the inventory the hosts are reached by to l.Inventory.
+	writeInventory(l *Lab) error
+	// teardown removes what build made, also half-made, and the lab's folder.
+	teardown(ctx context.Context, l *Lab) error
+}
+
+// backend is the lab's, by its saved state.
+func (l *Lab) backend() backend {
+	if l.VM != nil {
+		return qemuBackend{}
+	}
+	return nsBackend{}
+}
+
+// bring builds the lab on b and writes its inventory to out ("" = inside the lab's
+// folder); on an error, what was built is taken down again.
+func (l *Lab) bring(ctx context.Context, b backend, out string) (err error) {
 	defer func() {
 		if err != nil {
 			// Leave nothing half-built behind.
-			built.down(context.WithoutCancel(ctx))
+			b.teardown(context.WithoutCancel(ctx), l)
 		}
 	}()
-	if err := lab.save(); err != nil {
-		return nil, err
+	if err := l.save(); err != nil {
+		return err
 	}
-	if err := lab.links(ctx); err != nil {
-		return nil, err
+	if err := b.build(ctx, l); err != nil {
+		return err
 	}
-	if err := lab.sshd(ctx); err != nil {
-		return nil, err
-	}
-	return lab, lab.finish(out, lab.writeInventory)
+	return l.finish(out, func() error { return b.writeInventory(l) })
 }
+
+// nsBackend is the local lab: network namespaces on veths, an sshd in each.
+type nsBackend struct{}
+
+func (nsBackend) build(ctx context.Context, l *Lab) error {
+	if err := l.links(ctx); err != nil {
+		return err
+	}
+	return l.sshd(ctx)
+}
+
+func (nsBackend) writeInventory(l *Lab) error                { return l.writeInventory() }
+func (nsBackend) teardown(ctx context.Context, l *Lab) error { return l.nsDown(ctx) }
 
 // finish writes the lab's inventory to out ("" = inside the lab's folder) with
 // write, and saves the lab's state.
@@ -366,25 +404,34 @@ func accessNet(ip string) string {
 	return ip[:strings.LastIndexByte(ip, '.')] + ".0/24"
 }
 
-// shaping is the lab's qdisc on one end of the test link: htb at the rate with the
-// queue under it, or the queue alone at the root.
+// Shaping is the lab's qdisc on each end of its test link, as a setup: htb at the
+// rate with the queue under it, the queue alone at the root, or nil (the kernel's
+// default) for neither.
+func (o Options) Shaping() *qdisc.Setup {
+	s := &qdisc.Setup{Name: "lab", Rate: o.Rate}
+	if m := queueRE.FindStringSubmatch(o.Queue); m != nil {
+		s.Root = &qdisc.Qdisc{Kind: m[1], Params: map[string]string{"limit": m[2]}}
+	}
+	if s.Rate == "" && s.Root == nil {
+		return nil
+	}
+	return s
+}
+
+// shaping is the commands of the lab's shaping (Options.Shaping) on one end of the
+// test link, in namespace ns.
 func (l *Lab) shaping(ns string) [][]string {
-	var leaf *qdisc.Qdisc
-	if m := queueRE.FindStringSubmatch(l.Options.Queue); m != nil {
-		leaf = &qdisc.Qdisc{Kind: m[1], Params: map[string]string{"limit": m[2]}}
+	s := l.Options.Shaping()
+	if s == nil {
+		return nil
 	}
-	var ops []qdisc.Op
-	switch {
-	case l.Options.Rate != "":
-		// The setups' own shaping (a setup's rate), so that the lab's bottleneck
-		// is one a setup could have made.
-		ops = qdisc.ShapedOps(TestDev, l.Options.Rate, leaf)
-	case leaf != nil:
-		ops = (&qdisc.Setup{Root: leaf}).Commands(TestDev, 1)
-	}
+	return inNetNS(ns, s.Commands(TestDev, 1))
+}
+
+// inNetNS are tc commands run in namespace ns: -n, not ip netns exec's fork.
+func inNetNS(ns string, ops []qdisc.Op) [][]string {
 	var out [][]string
 	for _, o := range ops {
-		// tc in the host's namespace: -n, not ip netns exec's fork.
 		out = append(out, append([]string{o.Argv[0], "-n", ns}, o.Argv[1:]...))
 	}
 	return out
@@ -650,12 +697,12 @@ func Down(ctx context.Context, name string, vmOnly bool) error {
 	return errors.Join(errs...)
 }
 
-// down removes what the lab made: its processes, namespaces (which take their veths
-// with them), the host's management ends and the folder.
-func (l *Lab) down(ctx context.Context) error {
-	if l.VM != nil {
-		return l.vmDown(ctx)
-	}
+// down removes what the lab made, by its backend.
+func (l *Lab) down(ctx context.Context) error { return l.backend().teardown(ctx, l) }
+
+// nsDown removes what a local lab made: its processes, namespaces (which take their
+// veths with them), the host's management ends and the folder.
+func (l *Lab) nsDown(ctx context.Context) error {
 	var errs []error
 	for _, h := range l.Hosts {
 		if out, err := exec.CommandContext(ctx, "ip", "netns", "pids", h.NetNS).Output(); err == nil {

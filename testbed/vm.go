@@ -347,55 +347,75 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 	}
 	lab = &Lab{Name: fmt.Sprintf("bbvm%d", n), Index: n, Dir: dir, VMOptions: &o,
 		VM: &VMState{NetNS: fmt.Sprintf("bbvm%d", n), Image: img.Dir, Kernel: img.Kernel}}
-	defer func() {
-		if err != nil {
-			lab.down(context.WithoutCancel(ctx))
-		}
-	}()
-	if err := lab.save(); err != nil {
+	if err := lab.bring(ctx, qemuBackend{qemu: qemu, img: img}, out); err != nil {
 		return nil, err
 	}
+	return lab, nil
+}
+
+// qemuBackend is the VM lab: QEMU guests on taps, joined by a bridge in a namespace
+// of the lab's own.
+type qemuBackend struct {
+	qemu string // the emulator's path
+	img  Image
+}
+
+func (b qemuBackend) build(ctx context.Context, lab *Lab) error {
+	o, dir := lab.VMOptions, lab.Dir
 	userKey, err := newKey(filepath.Join(dir, "id_ed25519"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	authorized := ssh.MarshalAuthorizedKey(userKey)
 	var known []string
-	for i, g := range vmPlan(n, o.Router, dir) {
+	for i, g := range vmPlan(lab.Index, o.Router, dir) {
 		if g.SSHPort, err = freePort(); err != nil {
-			return nil, err
+			return err
 		}
 		hostPub, err := newKey(filepath.Join(dir, g.Role+"_host_key"))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		known = append(known, knownhosts.Line([]string{knownhosts.Normalize(fmt.Sprintf("127.0.0.1:%d", g.SSHPort))}, hostPub))
-		pid, err := lab.boot(ctx, qemu, img, g, i, authorized)
+		pid, err := lab.boot(ctx, b.qemu, b.img, g, i, authorized)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		lab.VM.PIDs = append(lab.VM.PIDs, pid)
 		lab.VM.Guests = append(lab.VM.Guests, g)
 		if err := lab.save(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), []byte(strings.Join(known, "\n")+"\n"), 0o600); err != nil {
-		return nil, err
+		return err
 	}
 	if err := lab.vmLink(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	for _, g := range lab.VM.Guests {
 		kv, err := waitReady(ctx, g, o.Log)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if lab.VM.Kernel == "" {
 			lab.VM.Kernel = kv // a bare bzImage: what the guest says it runs
 		}
 	}
-	return lab, lab.finish(out, lab.writeVMInventory)
+	return nil
+}
+
+func (qemuBackend) writeInventory(l *Lab) error                { return l.writeVMInventory() }
+func (qemuBackend) teardown(ctx context.Context, l *Lab) error { return l.vmDown(ctx) }
+
+// LineShaping is the VM lab's line rate, as a setup of the taps that carry the test
+// link: tbf at the rate, with a burst of three packets and 64 KB of queue, or nil
+// for none.
+func (o *VMOptions) LineShaping() *qdisc.Setup {
+	if o.Rate == "" {
+		return nil
+	}
+	return &qdisc.Setup{Name: "line", Root: &qdisc.Qdisc{Kind: "tbf", Args: []string{"rate", o.Rate, "burst", "4500", "limit", "65536"}}}
 }
 
 // freePort asks the kernel for a free port on 127.0.0.1 for QEMU to forward.
@@ -494,9 +514,8 @@ func (l *Lab) vmLink(ctx context.Context) error {
 				[]string{"ip", "link", "set", k.Tap, "netns", ns},
 				[]string{"ip", "-n", ns, "link", "set", k.Tap, "master", k.Bridge},
 				[]string{"ip", "-n", ns, "link", "set", k.Tap, "up"})
-			if r := l.VMOptions.Rate; r != "" && k.Shaped {
-				steps = append(steps, []string{"tc", "-n", ns, "qdisc", "replace", "dev", k.Tap, "root", "tbf",
-					"rate", r, "burst", "4500", "limit", "65536"})
+			if line := l.VMOptions.LineShaping(); line != nil && k.Shaped {
+				steps = append(steps, inNetNS(ns, line.Commands(k.Tap, 1))...)
 			}
 		}
 	}

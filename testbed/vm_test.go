@@ -116,3 +116,16 @@ func TestVMSetups(t *testing.T) {
 		t.Error("a setup that needs a rate got a +bql variant")
 	}
 }
+
+// The VM lab's line rate is a setup of the taps: tbf at the rate, run in the lab's
+// namespace.
+func TestLineShaping(t *testing.T) {
+	if s := (&VMOptions{}).LineShaping(); s != nil {
+		t.Errorf("no rate: %+v, want no shaping", s)
+	}
+	got := inNetNS("bbvm1", (&VMOptions{Rate: "10mbit"}).LineShaping().Commands("tap0", 1))
+	want := "tc -n bbvm1 qdisc replace dev tap0 root handle 1: tbf rate 10mbit burst 4500 limit 65536"
+	if len(got) != 1 || strings.Join(got[0], " ") != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
