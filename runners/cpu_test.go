@@ -2,6 +2,7 @@ package runners
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
@@ -296,7 +297,8 @@ func TestCPURun(t *testing.T) {
 }
 
 func TestCPUPlan(t *testing.T) {
-	for _, tc := range []struct {
+	var cases []planCase
+	for _, c := range []struct {
 		params map[string]any
 		want   string // the agent's parameters, or the error
 	}{
@@ -312,22 +314,11 @@ func TestCPUPlan(t *testing.T) {
 		{params: map[string]any{"per_core": ""}, want: `error: "" is not true or false`},
 		{params: map[string]any{"per_core": nil}, want: `error: null is not true or false`},
 	} {
-		t.Run(fmt.Sprint(tc.params), func(t *testing.T) {
-			raw, series, err := cpuKind.Plan(tc.params, NewPlanner())
-			if wantErr, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
-				if err == nil || !strings.Contains(err.Error(), wantErr) {
-					t.Fatalf("error %v, want one containing %s", err, wantErr)
-				}
-				return
-			}
-			if err != nil || string(raw) != tc.want || series != nil {
-				t.Fatalf("got %s, %v, %v; want %s", raw, series, err, tc.want)
-			}
-			// The agent takes what the controller planned.
-			var p perCoreParams
-			if err := decodeRaw(raw, &p); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-		})
+		cases = append(cases, planCase{kind: "cpu", params: c.params, want: c.want})
 	}
+	// The agent takes what the controller planned.
+	checkPlans(t, cases, func(_ string, raw json.RawMessage) error {
+		var p perCoreParams
+		return decodeRaw(raw, &p)
+	})
 }

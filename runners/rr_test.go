@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -26,12 +25,7 @@ func TestRRPlan(t *testing.T) {
 	rate := func(name string) datafile.Series {
 		return datafile.Series{Name: name, Kind: datafile.KindRR, Units: "transactions/s"}
 	}
-	for _, tc := range []struct {
-		kind   string
-		params map[string]any
-		want   string // the agent's parameters, or "error: " and what the error says
-		series []datafile.Series
-	}{
+	checkPlans(t, []planCase{
 		{kind: "udp-rr", params: nil,
 			want:   `{"series":"UDP RR latency","request_size":1,"response_size":1,"timeout":1}`,
 			series: []datafile.Series{lat(UDPRRSeries)}},
@@ -64,32 +58,17 @@ func TestRRPlan(t *testing.T) {
 		{kind: "udp-rr", params: map[string]any{"series": "x", "rate_series": "x"}, want: `error: series "x" would be yielded twice`},
 		{kind: "rr-server", params: nil, want: ""},
 		{kind: "rr-server", params: map[string]any{"port": 1}, want: "error: rr-server takes no parameters"},
-	} {
-		t.Run(fmt.Sprint(tc.kind, tc.params), func(t *testing.T) {
-			kind := Kinds()[tc.kind]
-			raw, series, err := kind.Plan(tc.params, NewPlanner())
-			if wantErr, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
-				if err == nil || !strings.Contains(err.Error(), wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, wantErr)
-				}
-				return
-			}
-			if err != nil || string(raw) != tc.want || !reflect.DeepEqual(series, tc.series) {
-				t.Fatalf("got %s, %+v, %v; want %s, %+v", raw, series, err, tc.want, tc.series)
-			}
-			if tc.kind == "rr-server" {
-				return
-			}
-			// The agent takes what the controller planned, and resolves it alike.
-			var p rrParams
-			if err := decodeRaw(raw, &p); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-			if _, err := p.resolve(tc.kind == "udp-rr"); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-		})
-	}
+	}, func(kind string, raw json.RawMessage) error {
+		if kind == "rr-server" {
+			return nil
+		}
+		var p rrParams
+		if err := decodeRaw(raw, &p); err != nil {
+			return err
+		}
+		_, err := p.resolve(kind == "udp-rr")
+		return err
+	})
 }
 
 // TestRRPlanClaims refuses two jobs that would yield one series, across kinds.

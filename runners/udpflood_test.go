@@ -3,11 +3,11 @@ package runners
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -55,12 +55,7 @@ func floodSeries(name string, flow int, marking string) []datafile.Series {
 }
 
 func TestUDPFloodPlan(t *testing.T) {
-	for _, tc := range []struct {
-		kind   string
-		params map[string]any
-		want   string // the agent's parameters, or "error: " and what the error says
-		series []datafile.Series
-	}{
+	checkPlans(t, []planCase{
 		{kind: "udp-flood", params: nil,
 			want:   `{"series":"UDP upload","flows":1,"bandwidth":"0","packet_size":1470}`,
 			series: floodSeries("UDP upload", 1, "")},
@@ -97,32 +92,17 @@ func TestUDPFloodPlan(t *testing.T) {
 		{kind: "udp-flood", params: map[string]any{"series": strings.Repeat("x", 1020)}, want: "error: series"},
 		{kind: "udp-sink", params: nil, want: ""},
 		{kind: "udp-sink", params: map[string]any{"port": 1}, want: "error: udp-sink takes no parameters"},
-	} {
-		t.Run(fmt.Sprint(tc.kind, tc.params), func(t *testing.T) {
-			kind := Kinds()[tc.kind]
-			raw, series, err := kind.Plan(tc.params, NewPlanner())
-			if wantErr, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
-				if err == nil || !strings.Contains(err.Error(), wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, wantErr)
-				}
-				return
-			}
-			if err != nil || string(raw) != tc.want || !reflect.DeepEqual(series, tc.series) {
-				t.Fatalf("got %s, %+v, %v; want %s, %+v", raw, series, err, tc.want, tc.series)
-			}
-			if tc.kind == "udp-sink" {
-				return
-			}
-			// The agent takes what the controller planned, and resolves it alike.
-			var p floodParams
-			if err := decodeRaw(raw, &p); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-			if _, err := p.resolve(); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-		})
-	}
+	}, func(kind string, raw json.RawMessage) error {
+		if kind == "udp-sink" {
+			return nil
+		}
+		var p floodParams
+		if err := decodeRaw(raw, &p); err != nil {
+			return err
+		}
+		_, err := p.resolve()
+		return err
+	})
 }
 
 // Two floods of one name are refused; named apart they number their flows across

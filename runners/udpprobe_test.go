@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,12 +188,7 @@ func TestUDPProbePlan(t *testing.T) {
 		rtt.Measure = datafile.MeasureRTT // idle and loaded rows, as ping's
 		return []datafile.Series{rtt, ms(base+" up", marking), ms(base+" down", marking)}
 	}
-	for _, tc := range []struct {
-		kind   string
-		params map[string]any
-		want   string // the agent's parameters, or "error: " and what the error says
-		series []datafile.Series
-	}{
+	checkPlans(t, []planCase{
 		{kind: "udp-probe", params: nil, want: `{"series":"UDP probe","size":56}`, series: three("UDP probe", "")},
 		{kind: "udp-probe", params: map[string]any{"series": "EF probe", "interval": "0.05", "size": "40", "tos": "EF"},
 			want: `{"series":"EF probe","interval":0.05,"size":40,"tos":"184"}`, series: three("EF probe", "EF")},
@@ -218,31 +213,17 @@ func TestUDPProbePlan(t *testing.T) {
 		{kind: "udp-probe", params: map[string]any{"size": "big"}, want: `error: "big" is not a whole number`},
 		{kind: "udp-echo", params: nil, want: ""},
 		{kind: "udp-echo", params: map[string]any{"port": 1}, want: "error: udp-echo takes no parameters"},
-	} {
-		t.Run(fmt.Sprint(tc.kind, tc.params), func(t *testing.T) {
-			raw, series, err := Kinds()[tc.kind].Plan(tc.params, NewPlanner())
-			if wantErr, isErr := strings.CutPrefix(tc.want, "error: "); isErr {
-				if err == nil || !strings.Contains(err.Error(), wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, wantErr)
-				}
-				return
-			}
-			if err != nil || string(raw) != tc.want || !reflect.DeepEqual(series, tc.series) {
-				t.Fatalf("got %s, %+v, %v; want %s, %+v", raw, series, err, tc.want, tc.series)
-			}
-			if tc.kind == "udp-echo" {
-				return
-			}
-			// The agent takes what the controller planned, and resolves it alike.
-			var p udpProbeParams
-			if err := decodeRaw(raw, &p); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-			if _, err := p.resolve(); err != nil {
-				t.Fatalf("agent: %v", err)
-			}
-		})
-	}
+	}, func(kind string, raw json.RawMessage) error {
+		if kind == "udp-echo" {
+			return nil
+		}
+		var p udpProbeParams
+		if err := decodeRaw(raw, &p); err != nil {
+			return err
+		}
+		_, err := p.resolve()
+		return err
+	})
 }
 
 // Two probe jobs of one base name, or a probe whose series another job yields,
