@@ -215,6 +215,7 @@ func TestBatch(t *testing.T) {
 // reason, the batch goes on, the runs after sshd is back complete, the exit code
 // says runs failed, and the hosts are as found.
 func TestBatchSurvivesAHostDown(t *testing.T) {
+	functional(t)
 	invPath, inv := lab(t, "--rate", "100mbit", "--queue", "pfifo:1000", "--gso", "off")
 	appendSetups(t, invPath, batchSetups)
 	before := labState(t, inv)
@@ -277,6 +278,7 @@ func startSSHD(t *testing.T, inv *inventory.Inventory, role string) {
 // Two runs on one bottleneck never measure each other: while one runs (here with no
 // setup at all), a second is refused before it starts anything, naming the holder.
 func TestSecondRunOnABottleneckRefused(t *testing.T) {
+	functional(t)
 	invPath, _ := lab(t, "--rate", "100mbit")
 	state := []string{"XDG_STATE_HOME=" + t.TempDir()}
 	first := startRun(t, state, "run", "-H", invPath, "-l", "20", "-d", "1", "-o", t.TempDir(), "tcp_4down")
@@ -297,6 +299,7 @@ func TestSecondRunOnABottleneckRefused(t *testing.T) {
 // On a terminal a batch draws its progress: the runs' bar and the run's own, with
 // the live throughput and ping; off one (cron, a pipe) only plain log lines.
 func TestBatchProgressOnATerminal(t *testing.T) {
+	functional(t)
 	invPath, _ := lab(t, "--rate", "100mbit", "--queue", "pfifo:1000", "--gso", "off")
 	appendSetups(t, invPath, batchSetups)
 	dir := t.TempDir()

@@ -30,6 +30,16 @@ import (
 
 var bin string
 
+// functional marks a test that checks no number the machine's load can move (no
+// latency, rate or time bound tighter than a hang's): it runs in parallel with the
+// other such tests, on a lab of its own. go test starts the parallel tests once
+// every other test of the package has ended, so they never share the machine
+// with a test that measures; scripts/test gives them -parallel 4, since they
+// mostly wait on their runs.
+func functional(t *testing.T) {
+	t.Parallel()
+}
+
 // needLab skips a test that brings up a local lab when not run as root: a user's
 // `go test ./...` skips those, each with this reason, and runs the others.
 func needLab(t *testing.T) {
@@ -520,6 +530,7 @@ func TestTCP128Down(t *testing.T) {
 }
 
 func TestHostKeys(t *testing.T) {
+	functional(t)
 	invPath, inv := lab(t)
 	dir := filepath.Dir(invPath)
 	serverLog := filepath.Join("/run/bloatbench/labs", inv.Testbed, "server_sshd.log")
@@ -593,6 +604,7 @@ func TestBadInventoryNamesFileLineKey(t *testing.T) {
 // An ~/.ssh/config alias with ProxyJump, through a real sshd: the jump host is the
 // client namespace's sshd, which then dials its own address.
 func TestSSHConfigAliasWithProxyJump(t *testing.T) {
+	functional(t)
 	invPath, inv := lab(t)
 	home := t.TempDir()
 	client := inv.Hosts["client"]

@@ -18,6 +18,7 @@ import (
 // which is then its test address (flent's -H), and a setup on the far end's
 // --bottleneck is applied over SSH and undone.
 func TestFarEndAsFlentHasIt(t *testing.T) {
+	functional(t)
 	_, inv := lab(t)
 	srv := inv.Hosts[inv.Server]
 	_, mgmt, _, err := inventory.SplitSSH(srv.SSH)

@@ -122,6 +122,7 @@ func sshdSessions(inv *inventory.Inventory, role string) []int {
 // leave both hosts as they were found (in the run, or with `restore` when the run
 // could not reach a host, which it must then name), and keep the data gathered.
 func TestFaults(t *testing.T) {
+	functional(t)
 	invPath, inv := setupLab(t)
 	before := map[string]string{"client": roleState(t, inv, "client"), "server": roleState(t, inv, "server")}
 	mgmt := func(role string) string { return fmt.Sprintf("%sm%c", inv.Testbed, role[0]) }
@@ -309,6 +310,7 @@ func TestFaults(t *testing.T) {
 // An agent that dies in one run of several is started again for the next: the
 // session's other runs go on, and only the run it died in fails.
 func TestAgentStartedAgainForNextRun(t *testing.T) {
+	functional(t)
 	invPath, inv := setupLab(t)
 	before := labState(t, inv)
 	out := t.TempDir()

@@ -20,6 +20,7 @@ import (
 // verb under an address-space limit of 2 GB: each ends within 20 s with a result
 // or a clear error, never a Go fatal error, a panic or a kill.
 func TestHostileFilesBounded(t *testing.T) {
+	functional(t)
 	dir := t.TempDir()
 	gen := exec.CommandContext(t.Context(), "go", "run", "./testdata/hostilegen", "-o", dir)
 	if out, err := gen.CombinedOutput(); err != nil {

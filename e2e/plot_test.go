@@ -63,6 +63,7 @@ type probe struct {
 // goes to docs/report.png for the README with BB_UPDATE_DOCS=1. Then the same runs
 // as PNG and SVG files.
 func TestPlotInChromium(t *testing.T) {
+	functional(t)
 	inv, _ := lab(t, "--gso", "off")
 	appendSetups(t, inv, compareSetups)
 	out := t.TempDir()

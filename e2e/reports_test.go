@@ -122,6 +122,7 @@ func runFlent(t *testing.T, args ...string) (r result, data, exported string) {
 // flent 2.1.1 summarises our export with our numbers, and we summarise a file flent
 // made with its numbers.
 func TestFlentBothWays(t *testing.T) {
+	functional(t)
 	needLab(t)
 	for _, tool := range []string{"flent", "irtt", "fping"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -261,6 +262,7 @@ func appendSetups(t *testing.T, inv, setups string) {
 // flent test the export is named for. A test added later is held to this without a
 // change here; those another test already holds to flent run there instead.
 func TestFlentExportOfEveryTest(t *testing.T) {
+	functional(t)
 	needLab(t)
 	if _, err := exec.LookPath("flent"); err != nil {
 		t.Fatalf("flent is missing: bash scripts/install-deps: %v", err)

@@ -108,6 +108,7 @@ func killAgent(t *testing.T, ns string) {
 // A setup whose qdisc this kernel lacks fails before any traffic, in preflight and
 // in hosts check, naming the host, the qdisc and the fix; nothing changes.
 func TestMissingQdiscFailsBeforeTraffic(t *testing.T) {
+	functional(t)
 	invPath, inv := setupLab(t)
 	if out, _ := exec.Command("tc", "qdisc", "add", "dev", "lo", "root", "fq_codel").CombinedOutput(); !strings.Contains(string(out), "unknown") {
 		exec.Command("tc", "qdisc", "del", "dev", "lo", "root").Run()

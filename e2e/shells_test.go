@@ -87,6 +87,7 @@ func TestSlowLoginShell(t *testing.T) {
 // A login shell that hangs (a stale pyenv lock makes every start wait 60 s) fails
 // the run at the host's connect timeout, naming the host and the shell.
 func TestHungLoginShell(t *testing.T) {
+	functional(t)
 	_, inv := lab(t)
 	setBashrc(t, inv, "sleep 60\n")
 	for _, h := range inv.Hosts {
@@ -145,6 +146,7 @@ func TestZeroDelayStartsStreamsAtOnce(t *testing.T) {
 // Installing a new agent removes the ones no controller used for a week, and only
 // those.
 func TestOldAgentsPruned(t *testing.T) {
+	functional(t)
 	invPath, inv := lab(t)
 	cache := filepath.Join(labHome(inv), ".cache", "bloatbench")
 	current := filepath.Join(cache, "agent-"+binHash(t))

@@ -32,6 +32,7 @@ func killedRun(t *testing.T, invPath, state string) string {
 // first, says so, and leaves the lab as before the first run. A device changed by
 // hand after a crash is left alone and named by restore, until --force.
 func TestStaleJournalAfterSIGKILL(t *testing.T) {
+	functional(t)
 	invPath, inv := setupLab(t)
 	before := labState(t, inv)
 	state := t.TempDir()
@@ -118,6 +119,7 @@ func TestStaleJournalAfterSIGKILL(t *testing.T) {
 // hosts' marks gone, as from a bloatbench before marks), then `restore` of both: the
 // newer journal is undone first, and the lab ends as first found.
 func TestTwoCrashedRunsRestoredNewestFirst(t *testing.T) {
+	functional(t)
 	invPath, inv := setupLab(t)
 	before := labState(t, inv)
 	stateA, stateB := t.TempDir(), t.TempDir()
@@ -162,6 +164,7 @@ func TestTwoCrashedRunsRestoredNewestFirst(t *testing.T) {
 // naming the journal, rather than fail every run; with --restore-stale it restores
 // first and runs, and the lab ends as before the crash.
 func TestBatchAfterACrashedRun(t *testing.T) {
+	functional(t)
 	invPath, inv := setupLab(t)
 	before := labState(t, inv)
 	state := t.TempDir()

@@ -29,6 +29,7 @@ import (
 // Each is refused; the run ends as it would have, every stream's row with data,
 // and the data file counts the refusals.
 func TestUntrustedTestNetwork(t *testing.T) {
+	functional(t)
 	invPath, inv := lab(t, "--rate", "100mbit")
 	clientNS := inv.Testbed + "-client"
 	pcap := filepath.Join(t.TempDir(), "hello.pcap")

@@ -213,7 +213,18 @@ func (p *prober) unanswered() map[int]time.Time {
 // receive reads replies and send stamps until stop is called, calling got for every
 // reply to a pending probe (once: duplicates are dropped).
 func (p *prober) receive(got func(reply)) error {
-	buf := make([]byte, 65536)
+	return p.receiveEach(func(b, oob []byte, now time.Time) {
+		if r, ok := p.match(b, oob, now); ok {
+			got(r)
+		}
+	})
+}
+
+// receiveEach reads the socket until stop is called: the kernel's send stamps go to
+// their probes, and each datagram to each with its control messages and the time
+// it was read. The ICMP and UDP probes' one receive loop.
+func (p *prober) receiveEach(each func(b, oob []byte, now time.Time)) error {
+	buf := make([]byte, 1<<16)
 	oob := make([]byte, 1024)
 	fds := []linux.PollFd{{Fd: int32(p.fd), Events: linux.POLLIN}, {Fd: int32(p.wake), Events: linux.POLLIN}}
 	for {
@@ -236,13 +247,16 @@ func (p *prober) receive(got func(reply)) error {
 			if err == linux.EAGAIN {
 				break
 			}
+			if err == linux.ECONNREFUSED {
+				// A UDP probe's ICMP port unreachable for an earlier probe (the
+				// echo not there yet, or gone): that probe is lost, the next may
+				// not be.
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("receive: %w", err)
 			}
-			now := time.Now()
-			if r, ok := p.match(buf[:n], oob[:oobn], now); ok {
-				got(r)
-			}
+			each(buf[:n], oob[:oobn], time.Now())
 		}
 	}
 }

@@ -593,42 +593,11 @@ func (u *udpProber) send(k int, buf []byte) error {
 // receive reads replies and send stamps until stop is called, calling got for every
 // first reply to a pending probe, and counting the rest.
 func (u *udpProber) receive(got func(probeArrival)) error {
-	buf := make([]byte, 1<<16)
-	oob := make([]byte, 1024)
-	fds := []linux.PollFd{{Fd: int32(u.p.fd), Events: linux.POLLIN}, {Fd: int32(u.p.wake), Events: linux.POLLIN}}
-	for {
-		if _, err := linux.Poll(fds, -1); err != nil {
-			if err == linux.EINTR {
-				continue
-			}
-			return fmt.Errorf("poll: %w", err)
+	return u.p.receiveEach(func(b, oob []byte, now time.Time) {
+		if a, ok := u.match(b, oob, now); ok {
+			got(a)
 		}
-		if fds[1].Revents != 0 {
-			return nil
-		}
-		// Always drained: a message left on the error queue would wake poll forever.
-		u.p.readSendStamps()
-		for {
-			n, oobn, err := u.p.sys.recvmsg(u.p.fd, buf, oob, linux.MSG_DONTWAIT)
-			if err == linux.EINTR {
-				continue
-			}
-			if err == linux.EAGAIN {
-				break
-			}
-			if err == linux.ECONNREFUSED {
-				// An ICMP port unreachable for an earlier probe (the echo not there
-				// yet, or gone): that probe is lost, the next may not be.
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("receive: %w", err)
-			}
-			if a, ok := u.match(buf[:n], oob[:oobn], time.Now()); ok {
-				got(a)
-			}
-		}
-	}
+	})
 }
 
 // match reads a datagram: a reply to a pending probe becomes an arrival, with the
