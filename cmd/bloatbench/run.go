@@ -313,7 +313,8 @@ func runAction(ctx context.Context, c *cli.Command) error {
 	case res.Interrupted && len(res.Failures) > 0:
 		return res.Failures[len(res.Failures)-1]
 	case res.Interrupted:
-		return ctx.Err()
+		// Between two runs: the ones before are complete, and printed.
+		return fmt.Errorf("interrupted after %d of %d runs: %w", res.Ran, len(steps), context.Cause(ctx))
 	case len(steps) == 1 && len(res.Failures) == 1:
 		return res.Failures[0]
 	}
