@@ -335,6 +335,13 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	}
 	// What the buffer allows: 300000 bytes at 100 Mbit/s, plus the idle RTT, plus 10%.
 	bound := (300000*8/100e6*1e3 + idle) * 1.1
+	// The longest softirq round this machine's kernel runs, ms.
+	budget := 2.0 // the kernel's default netdev_budget_usecs
+	if b, err := os.ReadFile("/proc/sys/net/core/netdev_budget_usecs"); err == nil {
+		if us, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && us > 0 {
+			budget = float64(us) / 1e3
+		}
+	}
 	matched, worstDiff, waited, userStamped, stalled := 0, 0.0, 0, 0, 0
 	for _, s := range samples {
 		if s.Lost {
@@ -386,6 +393,18 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 			t.Logf("our echo seq %d: %.3f ms, the wire saw %.3f ms: a user-space time stood in for a kernel stamp", s.Seq, s.V, w)
 			continue
 		}
+		if diff > math.Max(0.5, 0.02*w) && s.V > w && s.V-w <= budget {
+			// The same stall between the send stamp and the enqueue can leave no
+			// sign on the wire, which then sees the request leave late as it would
+			// any: a CI run had one echo 0.72 ms over the wire's 17.56 ms with the
+			// client's qdisc holding echoes 0.015 ms. Up to one softirq round
+			// (net.core.netdev_budget_usecs) over the wire is allowed, and counted
+			// with the others: a prober adding delay of its own does so on more
+			// than 1 echo in 20.
+			stalled++
+			t.Logf("our echo seq %d: %.3f ms, the wire saw %.3f ms, within one softirq round (%.1f ms) over it: a stall before the enqueue", s.Seq, s.V, w, budget)
+			continue
+		}
 		if diff > math.Max(0.5, 0.02*w) {
 			t.Errorf("our echo seq %d: %.3f ms, the wire saw %.3f ms (echoes waited up to %.3f ms in the client's qdisc then; user_stamp %v)", s.Seq, s.V, w, wait, s.UserStamp)
 		}
@@ -397,7 +416,7 @@ func TestBfifoPingAgreesWithIputils(t *testing.T) {
 	// machine's receive stamping is switched on); a prober that often lacks them
 	// measures itself.
 	if (userStamped+stalled)*20 > matched {
-		t.Errorf("%d of %d samples were off the wire with a user-space time standing in for a kernel stamp, and %d in a stall the wire saw: more than 1 in 20", userStamped, matched, stalled)
+		t.Errorf("%d of %d samples were off the wire with a user-space time standing in for a kernel stamp, and %d in a stall (the wire's round trip past the bound, or ours within a softirq round over the wire's): more than 1 in 20", userStamped, matched, stalled)
 	}
 	t.Logf("%d of our samples matched on the wire; largest difference %.3f ms", matched, worstDiff)
 	if matched < 50 {
