@@ -52,6 +52,8 @@ type Server struct {
 	// streams is what the agent's TCP streams share: the bound on those in the
 	// kernel at once.
 	streams *runners.StreamGate
+	// keep is what the session's jobs keep for its later runs.
+	keep *runners.Keep
 
 	jobsM sync.Mutex
 	jobs  map[string]context.CancelFunc
@@ -87,6 +89,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		s.exec = Execute
 	}
 	s.streams = runners.NewStreamGate()
+	s.keep = &runners.Keep{}
 
 	flushDone := make(chan struct{})
 	go func() {
@@ -296,6 +299,7 @@ func (s *Server) env(req Request) runners.Env {
 		Warn:    func(msg string) { s.send(Message{Type: TypeLog, Message: msg}) },
 		Alert:   func(msg string) { s.send(Message{Type: TypeAlert, Message: msg}) },
 		Streams: s.streams,
+		Keep:    s.keep,
 	}
 	if pair := req.Start.Pair; pair != "" {
 		env = pairEnv(env, pair)

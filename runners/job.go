@@ -84,6 +84,8 @@ type Env struct {
 	// controller had it prepared; Start owns it from then on (closes it when the
 	// job ends, or when Start fails).
 	Prepared io.Closer
+	// Keep is the agent's store for its session; nil keeps nothing.
+	Keep *Keep
 }
 
 // Started is what a kind says once its job is ready to run: the port it listens

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/sojourn"
+	"github.com/cilium/ebpf/btf"
 )
 
 // The sojourn kind measures, from inside the kernel, how long each packet waited in
@@ -38,7 +39,7 @@ var sojournKind = Kind{
 		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
 			return nil, err
 		}
-		tr, err := openTracer(spec)
+		tr, err := openTracer(spec, env)
 		return &loadedTracer{tr: tr, err: err}, nil
 	},
 	Start: func(ctx context.Context, spec JobSpec, env Env) (Job, Started, error) {
@@ -60,7 +61,7 @@ var sojournKind = Kind{
 			if loaded == nil {
 				// Not prepared ahead (an agent driven by hand): loading is left to
 				// the job's run, as a job's start holds up every job after it.
-				tr, err := openTracer(spec)
+				tr, err := openTracer(spec, env)
 				loaded = &loadedTracer{tr: tr, err: err}
 			}
 			defer loaded.Close()
@@ -104,11 +105,14 @@ func devNames(spec JobSpec) []string {
 }
 
 // openTracer loads the programs for spec's devices; none is no tracer and no error.
-func openTracer(spec JobSpec) (*sojourn.Tracer, error) {
+// The kernel's BTF, decoded for the first run's, is kept for the session's later
+// runs: in an emulated guest its decoding was most of a run's fixed seconds.
+func openTracer(spec JobSpec, env Env) (*sojourn.Tracer, error) {
 	if len(spec.Devs) == 0 {
 		return nil, nil
 	}
-	return sojourn.Open(devNames(spec))
+	kernel := env.Keep.Value("kernel BTF", func() any { return btf.NewCache() }).(*btf.Cache)
+	return sojourn.Open(devNames(spec), kernel)
 }
 
 type sojournSampler struct {

@@ -101,7 +101,7 @@ func TestOpenRefusesMoreDevicesThanItTraces(t *testing.T) {
 	for i := range devs {
 		devs[i] = "lo"
 	}
-	_, err := Open(devs)
+	_, err := Open(devs, nil)
 	if err == nil || !strings.Contains(err.Error(), "at most 16 devices") {
 		t.Fatalf("Open of %d devices: %v", len(devs), err)
 	}

@@ -28,7 +28,7 @@ func TestTracerOnARealQdisc(t *testing.T) {
 	shapeTo10Mbit(sh, a)
 	enter(t, a)
 
-	tr, err := Open([]string{"v0"})
+	tr, err := Open([]string{"v0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestTracerFollowsSegmentsCutInTheQdisc(t *testing.T) {
 	}()
 	enter(t, a)
 
-	tr, err := Open([]string{"v0"})
+	tr, err := Open([]string{"v0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	// The neighbour entry first, so that the burst is not held for ARP.
 	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
 	enter(t, a)
-	tr, err := Open([]string{"v0"})
+	tr, err := Open([]string{"v0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestTracerCountsPacketsThatPassAnEmptyQdisc(t *testing.T) {
 	}
 	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
 	enter(t, a)
-	tr, err := Open([]string{"v0"})
+	tr, err := Open([]string{"v0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

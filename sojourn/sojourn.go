@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 )
 
@@ -74,7 +75,13 @@ type Tracer struct {
 // namespace (the calling thread's: a caller that setns(2)s locks its thread), at
 // most MaxDevices. Its errors say what is missing: BTF, the tracepoints, the
 // privilege.
-func Open(devs []string) (*Tracer, error) {
+//
+// kernel holds the kernel's BTF once decoded, for the CO-RE relocations and the
+// attach targets: every Open given the same one decodes it once between them. It
+// is most of a load's CPU: a third of a second per decode in an emulated guest,
+// 25 ms here, where the verifier's work is a few ms. Nil decodes it for this Open
+// alone (once for its two loads).
+func Open(devs []string, kernel *btf.Cache) (*Tracer, error) {
 	if len(devs) > MaxDevices {
 		return nil, fmt.Errorf("sojourn traces at most %d devices of a host, not %d", MaxDevices, len(devs))
 	}
@@ -112,7 +119,10 @@ func Open(devs []string) (*Tracer, error) {
 		OnDequeue *ebpf.Program `ebpf:"on_dequeue"`
 		OnXmit    *ebpf.Program `ebpf:"on_xmit"`
 	}
-	if err := spec.LoadAndAssign(&core, nil); err != nil {
+	if kernel == nil {
+		kernel = btf.NewCache()
+	}
+	if err := spec.LoadAndAssign(&core, &ebpf.CollectionOptions{Cache: kernel}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load the sojourn programs: the kernel's verifier refused them: %w", err)
@@ -140,17 +150,17 @@ func Open(devs []string) (*Tracer, error) {
 		}
 		t.links = append(t.links, l)
 	}
-	t.Segments = t.followSegments(spec)
+	t.Segments = t.followSegments(spec, kernel)
 	return t, nil
 }
 
 // followSegments loads and attaches the program that stamps segments cut inside a
 // qdisc, sharing the tracepoints' maps; its error says why it could not.
-func (t *Tracer) followSegments(spec *ebpf.CollectionSpec) error {
+func (t *Tracer) followSegments(spec *ebpf.CollectionSpec, kernel *btf.Cache) error {
 	var seg struct {
 		OnSegment *ebpf.Program `ebpf:"on_segment"`
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"stamps": t.objs.Stamps}}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"stamps": t.objs.Stamps}, Cache: kernel}
 	if err := spec.LoadAndAssign(&seg, opts); err != nil {
 		return fmt.Errorf("load the program on __skb_gso_segment's return: %w", err)
 	}
