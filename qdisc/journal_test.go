@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,7 +63,7 @@ func TestJournalSaveFsyncs(t *testing.T) {
 	}
 	b, _ := os.ReadFile(trace)
 	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range joinResumed(strings.Split(string(b), "\n")) {
 		if strings.Contains(l, dir) {
 			lines = append(lines, l)
 		}
@@ -81,6 +82,34 @@ func TestJournalSaveFsyncs(t *testing.T) {
 		}
 		at += loc[1]
 	}
+}
+
+// joinResumed makes each call strace -f split in two, when another thread's call
+// came between ("PID  fsync(5</dir> <unfinished ...>", then "PID  <... fsync
+// resumed>) = 0"), one line again, where the call began.
+func joinResumed(lines []string) []string {
+	unfinished := map[string]int{} // pid: the call's index in out
+	var out []string
+	for _, l := range lines {
+		pid, rest, _ := strings.Cut(l, " ")
+		rest = strings.TrimLeft(rest, " ")
+		if head, ok := strings.CutSuffix(rest, " <unfinished ...>"); ok {
+			unfinished[pid] = len(out)
+			out = append(out, pid+"  "+head)
+			continue
+		}
+		if strings.HasPrefix(rest, "<... ") {
+			if i, ok := unfinished[pid]; ok {
+				if _, tail, ok := strings.Cut(rest, " resumed>"); ok {
+					out[i] += tail
+					delete(unfinished, pid)
+					continue
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // Two holders with descriptors of their own contend for one bottleneck: the second is
@@ -188,5 +217,24 @@ func TestLockForRestore(t *testing.T) {
 	run.Unlock()
 	if _, err := loaded.LockForRestore(st, "10.0.0.1:22"); !errors.Is(err, ErrJournalGone) {
 		t.Errorf("restore after the run removed its journal: %v", err)
+	}
+}
+
+func TestJoinResumed(t *testing.T) {
+	in := []string{
+		`7269  openat(AT_FDCWD</q>, "/d/x.tmp", O_WRONLY) = 5</d/x.tmp>`,
+		`7267  fsync(5</d> <unfinished ...>`,
+		`7269  renameat(AT_FDCWD</q>, "/d/x.tmp", AT_FDCWD</q>, "/d/x") = 0`,
+		`7267  <... fsync resumed>) = 0`,
+		`7268  <... futex resumed>) = 1`,
+	}
+	want := []string{
+		`7269  openat(AT_FDCWD</q>, "/d/x.tmp", O_WRONLY) = 5</d/x.tmp>`,
+		`7267  fsync(5</d>) = 0`,
+		`7269  renameat(AT_FDCWD</q>, "/d/x.tmp", AT_FDCWD</q>, "/d/x") = 0`,
+		`7268  <... futex resumed>) = 1`,
+	}
+	if got := joinResumed(in); !slices.Equal(got, want) {
+		t.Errorf("joinResumed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
