@@ -82,15 +82,16 @@ func (o *Options) instances(eps []*endpoint, start time.Time, token string) []in
 	devs := map[string][]runners.Dev{}
 	var watched []string
 	ifb := o.Setup != nil && o.Setup.Ingress != nil
+	changed := o.Setup != nil && o.Setup.TouchesBottleneck()
 	for _, b := range o.Inventory.Bottleneck {
 		if devs[b.Host] == nil {
 			watched = append(watched, b.Host)
 		}
-		devs[b.Host] = append(devs[b.Host], runners.Dev{Name: b.Dev})
+		devs[b.Host] = append(devs[b.Host], runners.Dev{Name: b.Dev, Changed: changed})
 	}
 	if ifb {
 		for _, b := range o.Inventory.Bottleneck {
-			devs[b.Host] = append(devs[b.Host], runners.Dev{Name: qdisc.IFBName(b.Dev), IFB: true})
+			devs[b.Host] = append(devs[b.Host], runners.Dev{Name: qdisc.IFBName(b.Dev), IFB: true, Changed: true})
 		}
 	}
 	pairs := o.pairsOf(eps)

@@ -64,6 +64,9 @@ type Dev struct {
 	// IFB is set for an intermediate functional block: its byte_queue_limits files
 	// exist, but the ifb driver never accounts to them.
 	IFB bool `json:"ifb,omitempty"`
+	// Changed is set when the run's setup changes the device (an IFB the setup
+	// makes is changed): its qdiscs at a job's prepare are not the run's.
+	Changed bool `json:"changed,omitempty"`
 }
 
 // Env is how a running job reports: samples, series it finds as it runs (a

@@ -1,11 +1,13 @@
 package runners
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -39,6 +41,9 @@ var sojournKind = Kind{
 		if err := decodeRaw(spec.Params, &struct{}{}); err != nil {
 			return nil, err
 		}
+		if why := noQueue(spec); why != "" {
+			return &loadedTracer{idle: why}, nil
+		}
 		tr, err := openTracer(spec, env)
 		return &loadedTracer{tr: tr, err: err}, nil
 	},
@@ -55,6 +60,13 @@ var sojournKind = Kind{
 				loaded.Close()
 			}
 			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
+		}
+		why := noQueue(spec)
+		if loaded != nil {
+			why = loaded.idle
+		}
+		if why != "" {
+			return JobFunc(func(context.Context) error { return nil }), Started{Message: why}, nil
 		}
 		devs := devNames(spec)
 		return JobFunc(func(ctx context.Context) error {
@@ -84,6 +96,8 @@ var sojournKind = Kind{
 type loadedTracer struct {
 	tr  *sojourn.Tracer
 	err error
+	// idle says why none was loaded: no device has a queue to trace.
+	idle string
 }
 
 // Close unloads the programs.
@@ -102,6 +116,71 @@ func devNames(spec JobSpec) []string {
 		devs = append(devs, d.Name)
 	}
 	return devs
+}
+
+// noQueue says why spec's devices need no tracer, or "" when they may: every one
+// has no qdisc (noqueue, a veth's default), which the run leaves as it is. Their
+// packets go straight to the driver and the programs would trace nothing, while
+// their load was most of a run's fixed CPU (a fifth of a core-second on two
+// agents) and on the path to its t0. Any doubt (a device the setup changes, one
+// the kernel does not list) is a tracer.
+func noQueue(spec JobSpec) string {
+	var devs []string
+	for _, d := range spec.Devs {
+		if d.Changed {
+			return ""
+		}
+		devs = append(devs, d.Name)
+	}
+	if len(devs) == 0 {
+		return ""
+	}
+	qdiscs, err := rootQdiscs()
+	if err != nil {
+		return ""
+	}
+	for _, d := range devs {
+		if qdiscs[d] != "noqueue" {
+			return ""
+		}
+	}
+	return fmt.Sprintf("no sojourn to trace on %v: no qdisc (noqueue), and the run leaves them so", devs)
+}
+
+// rootQdiscs is each device's root qdisc kind by name, as the kernel tells ip
+// link (IFLA_QDISC), in this thread's network namespace.
+func rootQdiscs() (map[string]string, error) {
+	tab, err := syscall.NetlinkRIB(syscall.RTM_GETLINK, syscall.AF_UNSPEC)
+	if err != nil {
+		return nil, fmt.Errorf("list the links: %w", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(tab)
+	if err != nil {
+		return nil, fmt.Errorf("list the links: %w", err)
+	}
+	out := map[string]string{}
+	for _, m := range msgs {
+		if m.Header.Type != syscall.RTM_NEWLINK {
+			continue
+		}
+		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+		if err != nil {
+			continue
+		}
+		var name, kind string
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case syscall.IFLA_IFNAME:
+				name = string(bytes.TrimRight(a.Value, "\x00"))
+			case syscall.IFLA_QDISC:
+				kind = string(bytes.TrimRight(a.Value, "\x00"))
+			}
+		}
+		if name != "" {
+			out[name] = kind
+		}
+	}
+	return out, nil
 }
 
 // openTracer loads the programs for spec's devices; none is no tracer and no error.
