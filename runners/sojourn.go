@@ -121,9 +121,9 @@ func devNames(spec JobSpec) []string {
 // noQueue says why spec's devices need no tracer, or "" when they may: every one
 // has no qdisc (noqueue, a veth's default), which the run leaves as it is. Their
 // packets go straight to the driver and the programs would trace nothing, while
-// their load was most of a run's fixed CPU (a fifth of a core-second on two
-// agents) and on the path to its t0. Any doubt (a device the setup changes, one
-// the kernel does not list) is a tracer.
+// their load was a third of a short run's CPU on the local lab (0.3-0.4 of 1.3
+// core-seconds, two agents) and on the path to its t0. Any doubt (a device the
+// setup changes, one the kernel does not list) is a tracer.
 func noQueue(spec JobSpec) string {
 	var devs []string
 	for _, d := range spec.Devs {
