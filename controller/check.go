@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -192,76 +193,102 @@ func Check(ctx context.Context, o Options, setups []*qdisc.Setup, log io.Writer)
 	return append(problems, s.Check(ctx, setups, log)...)
 }
 
-// Check is Check on an open session's hosts, through their agents.
+// Check is Check on an open session's hosts, through their agents. The hosts are
+// checked at once (a host's check is a few commands there, and seconds in an
+// emulated guest); what each finds is printed in the hosts' order, a host's lines
+// once it and every host before it are done.
 func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Writer) []Problem {
-	inv := s.o.Inventory
-	var problems []Problem
 	devsOf := map[string][]string{}
-	for _, b := range inv.Bottleneck {
+	for _, b := range s.o.Inventory.Bottleneck {
 		devsOf[b.Host] = append(devsOf[b.Host], b.Dev)
 	}
-	for _, ep := range s.eps {
-		if ep.agent == nil {
-			continue // reported by Connect
+	type found struct {
+		out      bytes.Buffer
+		problems []Problem
+		done     chan struct{}
+	}
+	all := make([]*found, len(s.eps))
+	for i, ep := range s.eps {
+		f := &found{done: make(chan struct{})}
+		all[i] = f
+		go func() {
+			defer close(f.done)
+			f.problems = s.checkHost(ctx, ep, devsOf[ep.host.Name], setups, &f.out)
+		}()
+	}
+	var problems []Problem
+	for _, f := range all {
+		<-f.done
+		log.Write(f.out.Bytes())
+		problems = append(problems, f.problems...)
+	}
+	return problems
+}
+
+// checkHost is Check's work on one host, whose bottleneck devices are devs.
+func (s *Session) checkHost(ctx context.Context, ep *endpoint, devs []string, setups []*qdisc.Setup, log io.Writer) []Problem {
+	if ep.agent == nil {
+		return nil // reported by Connect
+	}
+	inv := s.o.Inventory
+	var problems []Problem
+	name, h := ep.host.Name, ep.host
+	add := func(format string, args ...any) {
+		p := Problem{Host: name, Msg: fmt.Sprintf(format, args...)}
+		problems = append(problems, p)
+		fmt.Fprintf(log, "FAIL %s: %s\n", name, p.Msg)
+	}
+	out, err := ep.Output(ctx, remote.Command(append([]string{"sh", "-c", factsScript, "sh"}, devs...)...), nil)
+	if err != nil {
+		add("%v", err)
+		return problems
+	}
+	facts := string(out)
+	fmt.Fprintf(log, "ok   %s (%s): login shell %.2fs; %s\n", name, h.SSH, ep.proc.started().shellStart.Seconds(), strings.Join(strings.Split(strings.TrimSpace(facts), "\n"), "; "))
+	via := ""
+	if ep.proc.started().sudo {
+		via = "sudo"
+	}
+	var rb [4]byte
+	rand.Read(rb[:])
+	out, err = ep.Output(ctx, remote.Command("sh", "-c", accessScript, "sh", ep.proc.started().path, via, "bbchk-"+hex.EncodeToString(rb[:])), nil)
+	if err != nil {
+		add("%v", err)
+		return problems
+	}
+	acc := readAccess(string(out), h.TestIP)
+	fmt.Fprintf(log, "ok   %s: %s\n", name, acc)
+	if !acc.sudoOK && len(setups) > 0 && (s.o.isBottleneck(name) || s.o.SetsSysctls) {
+		add("the setups need root on %s, and sudo -n refuses the agent: allow it with the sudoers line %s", name,
+			remote.SudoersLine(acc.user, ep.proc.started().path, h.AgentPath != ""))
+	}
+	txq, bql := map[string]int{}, map[string]bool{}
+	for _, line := range strings.Split(facts, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "dev" && f[2] == "missing":
+			add("bottleneck device %s does not exist (see %s)", f[1], inv.Where("bottleneck"))
+		case len(f) == 6 && f[0] == "dev":
+			txq[f[1]], _ = strconv.Atoi(f[3])
+			bql[f[1]] = f[5] == "yes"
+		case len(f) >= 2 && f[0] == "tc" && strings.Contains(line, "not found"):
+			add("tc is not installed: apt-get install iproute2")
 		}
-		name, h := ep.host.Name, ep.host
-		add := func(format string, args ...any) {
-			p := Problem{Host: name, Msg: fmt.Sprintf(format, args...)}
-			problems = append(problems, p)
-			fmt.Fprintf(log, "FAIL %s: %s\n", name, p.Msg)
-		}
-		out, err := ep.Output(ctx, remote.Command(append([]string{"sh", "-c", factsScript, "sh"}, devsOf[name]...)...), nil)
-		if err != nil {
-			add("%v", err)
-			continue
-		}
-		facts := string(out)
-		fmt.Fprintf(log, "ok   %s (%s): login shell %.2fs; %s\n", name, h.SSH, ep.proc.started().shellStart.Seconds(), strings.Join(strings.Split(strings.TrimSpace(facts), "\n"), "; "))
-		via := ""
-		if ep.proc.started().sudo {
-			via = "sudo"
-		}
-		var rb [4]byte
-		rand.Read(rb[:])
-		out, err = ep.Output(ctx, remote.Command("sh", "-c", accessScript, "sh", ep.proc.started().path, via, "bbchk-"+hex.EncodeToString(rb[:])), nil)
-		if err != nil {
-			add("%v", err)
-			continue
-		}
-		acc := readAccess(string(out), h.TestIP)
-		fmt.Fprintf(log, "ok   %s: %s\n", name, acc)
-		if !acc.sudoOK && len(setups) > 0 && (s.o.isBottleneck(name) || s.o.SetsSysctls) {
-			add("the setups need root on %s, and sudo -n refuses the agent: allow it with the sudoers line %s", name,
-				remote.SudoersLine(acc.user, ep.proc.started().path, h.AgentPath != ""))
-		}
-		txq, bql := map[string]int{}, map[string]bool{}
-		for _, line := range strings.Split(facts, "\n") {
-			f := strings.Fields(line)
-			switch {
-			case len(f) == 3 && f[0] == "dev" && f[2] == "missing":
-				add("bottleneck device %s does not exist (see %s)", f[1], inv.Where("bottleneck"))
-			case len(f) == 6 && f[0] == "dev":
-				txq[f[1]], _ = strconv.Atoi(f[3])
-				bql[f[1]] = f[5] == "yes"
-			case len(f) >= 2 && f[0] == "tc" && strings.Contains(line, "not found"):
-				add("tc is not installed: apt-get install iproute2")
+	}
+	for _, st := range setups {
+		for _, dev := range devs {
+			if _, exists := txq[dev]; exists && st.BQL != nil && !bql[dev] {
+				add("setup %s sets BQL limits, but %s has no byte_queue_limits (its driver lacks BQL)", st.Name, dev)
+			}
+			if len(st.Offloads) > 0 && strings.Contains(facts, "ethtool no") {
+				add("setup %s sets offloads, but ethtool is not installed: apt-get install ethtool", st.Name)
 			}
 		}
-		for _, st := range setups {
-			for _, dev := range devsOf[name] {
-				if _, exists := txq[dev]; exists && st.BQL != nil && !bql[dev] {
-					add("setup %s sets BQL limits, but %s has no byte_queue_limits (its driver lacks BQL)", st.Name, dev)
-				}
-				if len(st.Offloads) > 0 && strings.Contains(facts, "ethtool no") {
-					add("setup %s sets offloads, but ethtool is not installed: apt-get install ethtool", st.Name)
-				}
-			}
-			if len(devsOf[name]) > 0 {
-				if err := qdisc.DryRun(ctx, ep, name, st, max(txq[devsOf[name][0]], 1)); err != nil {
-					add("%v", err)
-				} else {
-					fmt.Fprintf(log, "ok   %s: setup %s can be applied (tried in a scratch namespace)\n", name, st.Name)
-				}
+		if len(devs) > 0 {
+			if err := qdisc.DryRun(ctx, ep, name, st, max(txq[devs[0]], 1)); err != nil {
+				add("%v", err)
+			} else {
+				fmt.Fprintf(log, "ok   %s: setup %s can be applied (tried in a scratch namespace)\n", name, st.Name)
 			}
 		}
 	}
