@@ -9,7 +9,8 @@
 #     core-second (the whole run for both, and bloatbench's streams' time);
 #   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
 #     samples) against the default step, and with the sojourn sampler (the BPF
-#     programs on every qdisc enqueue and dequeue) against without it, in pairs of
+#     programs on every qdisc enqueue and dequeue; on a lab with a pfifo root)
+#     against without it, in pairs of
 #     runs back to back;
 #   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, at the same time;
 #   - probe loss: an idle ping at a 10 ms interval over the scale run's length, and
@@ -36,12 +37,13 @@ scale_secs=${3:-60}
 bb=./bloatbench
 [ -x "$bb" ] || go build -o "$bb" ./cmd/bloatbench
 work=$(mktemp -d)
-inv="$work/lab.yaml" shaped="$work/shaped.yaml"
+inv="$work/lab.yaml" shaped="$work/shaped.yaml" queued="$work/queued.yaml"
 cleanup() {
   touch "$work/cpu-trace.stop"
   # the tracer may not look for its stop file before the directory goes
   [ -z "${tracer:-}" ] || kill "$tracer" 2>/dev/null || true
   "$bb" testbed down -H "$shaped" >/dev/null 2>&1 || true
+  "$bb" testbed down -H "$queued" >/dev/null 2>&1 || true
   "$bb" testbed down -H "$inv" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -135,20 +137,23 @@ wait "$tracer"
 # which comes first alternating, so that the machine's drift between rounds (an
 # unshaped run's throughput moves by 10% or more from one minute to the next
 # here) is not taken for the sampler's; the row is the median of the pairs'
-# ratios.
+# ratios. On a lab of its own, unshaped with a pfifo root: the unshaped lab's
+# veths have no qdisc (noqueue), where the sampler loads no programs.
+"$bb" testbed up --out "$queued" --queue pfifo:1000 >/dev/null
 pairs=$((rounds * 2))
 for r in $(seq "$pairs"); do
   order="with without"
   [ $((r % 2)) -eq 0 ] && order="without with"
   for o in $order; do
     if [ "$o" = with ]; then
-      mb=$(run "$work/sojourn.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
+      mb=$(run "$work/sojourn.log" -H "$queued" -l "$secs" -d 0 tcp_4down | sum_row)
     else
-      mb=$(run "$work/nosojourn.log" -H "$inv" -l "$secs" -d 0 --no-sampler sojourn tcp_4down | sum_row)
+      mb=$(run "$work/nosojourn.log" -H "$queued" -l "$secs" -d 0 --no-sampler sojourn tcp_4down | sum_row)
     fi
     echo "$r,sojourn-$o,$mb,," >> "$work/tput.csv"
   done
 done
+"$bb" testbed down -H "$queued" >/dev/null
 
 # Idle ping: both probe every 200 ms at the same time; the run is ping only, with a
 # delay, and its wall time is the overhead's measure.
@@ -346,7 +351,7 @@ print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
 print(f"| CPU busy in the streams' time (t0 + delay to + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
 print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
 print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2) | {fm:.0f} | {bm:.0f} | {fm/bm:.2f} |")
-print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver), Mbit/s (vs --no-sampler sojourn; {len(pair)} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
+print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {len(pair)} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:
     ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)
