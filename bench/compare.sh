@@ -95,9 +95,6 @@ for r in $(seq "$rounds"); do
   mb=$(echo "$out" | json "d['end']['sum_received']['bits_per_second']/1e6")
   echo "$r,iperf3,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')," >> "$work/tput.csv"
 
-  mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
-  echo "$r,step0.05,$mb,," >> "$work/tput.csv"
-
 done
 
 # Scaling: N download streams against iperf3 -P N -R, N from BENCH_STREAMS, each
@@ -132,6 +129,22 @@ for n in ${BENCH_STREAMS:-1 2 4 8 16}; do
 done
 touch "$work/cpu-trace.stop"
 wait "$tracer"
+
+# Sampling's cost: tcp_4down at a 4x shorter step against the default one, in
+# pairs back to back, which first alternating, as the sojourn sampler's below;
+# the row is the median of the pairs' ratios.
+for r in $(seq $((rounds * 2))); do
+  order="fast default"
+  [ $((r % 2)) -eq 0 ] && order="default fast"
+  for o in $order; do
+    if [ "$o" = fast ]; then
+      mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
+    else
+      mb=$(run "$work/default.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
+    fi
+    echo "$r,step-$o,$mb,," >> "$work/tput.csv"
+  done
+done
 
 # The sojourn sampler's cost: runs in pairs, with and without it back to back,
 # which comes first alternating, so that the machine's drift between rounds (an
@@ -255,13 +268,16 @@ machine = sys.argv[13]
 rows = list(csv.DictReader(open(os.path.join(work, "tput.csv"))))
 def med(tool, key):
     return statistics.median(float(r[key]) for r in rows if r["tool"] == tool)
-bm, im, fm = med("bloatbench", "mbits"), med("iperf3", "mbits"), med("step0.05", "mbits")
-sw, sn = med("sojourn-with", "mbits"), med("sojourn-without", "mbits")
-pair = {}
-for r in rows:
-    if r["tool"].startswith("sojourn-"):
-        pair.setdefault(r["round"], {})[r["tool"]] = float(r["mbits"])
-sratio = statistics.median(p["sojourn-with"] / p["sojourn-without"] for p in pair.values())
+bm, im = med("bloatbench", "mbits"), med("iperf3", "mbits")
+def paired(a, b):
+    # the medians of a's and b's runs, and the median of their pairs' ratios
+    pair = {}
+    for r in rows:
+        if r["tool"] in (a, b):
+            pair.setdefault(r["round"], {})[r["tool"]] = float(r["mbits"])
+    return med(a, "mbits"), med(b, "mbits"), statistics.median(p[a] / p[b] for p in pair.values()), len(pair)
+fm, dm, fratio, fpairs = paired("step-fast", "step-default")
+sw, sn, sratio, spairs = paired("sojourn-with", "sojourn-without")
 bc, ic = med("bloatbench", "cpu_seconds"), med("iperf3", "cpu_seconds")
 # Throughput per busy CPU second: the tools' efficiency when the CPU is the limit.
 be, ie = bm * secs / bc, im * secs / ic
@@ -350,8 +366,8 @@ print(f"| CPU busy during the run, core-seconds | {bc:.1f} | {ic:.1f} | {bc/ic:.
 print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
 print(f"| CPU busy in the streams' time (t0 + delay to + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
 print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
-print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2) | {fm:.0f} | {bm:.0f} | {fm/bm:.2f} |")
-print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {len(pair)} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
+print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2; {fpairs} pairs back to back, the ratio their median) | {fm:.0f} | {dm:.0f} | {fratio:.3f} |")
+print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {spairs} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:
     ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)
