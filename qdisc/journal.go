@@ -457,11 +457,11 @@ func (l *DeviceLock) Unlock() error {
 	}
 	err := l.f.Close() // closing the last descriptor drops the flock
 	l.f = nil
-	// Unless a child this process is forking that moment holds a copy until it
-	// execs (close-on-exec drops it there): the next lock of this process (a
-	// batch's next run, a restore after a refused run) would find the device busy.
-	// A fork holds syscall.ForkLock until its child has exec'd, so taking it
-	// waits any such copy out.
+	// A child this process is forking at that moment holds a copy of the
+	// descriptor, and with it the lock, until it execs (close-on-exec drops it
+	// there): the next lock of this process (a batch's next run, a restore after
+	// a refused run) would find the device busy. A fork holds syscall.ForkLock
+	// until its child has exec'd, so taking it waits any such copy out.
 	syscall.ForkLock.Lock()
 	//lint:ignore SA2001 the wait for the lock is the point
 	syscall.ForkLock.Unlock()

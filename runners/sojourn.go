@@ -185,7 +185,8 @@ func rootQdiscs() (map[string]string, error) {
 
 // openTracer loads the programs for spec's devices; none is no tracer and no error.
 // The kernel's BTF, decoded for the first run's, is kept for the session's later
-// runs: in an emulated guest its decoding was most of a run's fixed seconds.
+// runs: in the VM lab's emulated guest a decode was about half a second of a
+// load's 1.2.
 func openTracer(spec JobSpec, env Env) (*sojourn.Tracer, error) {
 	if len(spec.Devs) == 0 {
 		return nil, nil
