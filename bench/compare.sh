@@ -10,8 +10,7 @@
 #   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
 #     samples) against the default step, and with the sojourn sampler (the BPF
 #     programs on every qdisc enqueue and dequeue; on a lab with a pfifo root)
-#     against without it, in pairs of
-#     runs back to back;
+#     against without it, each in pairs of runs back to back;
 #   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, at the same time;
 #   - probe loss: an idle ping at a 10 ms interval over the scale run's length, and
 #     fping -p 10 alongside;

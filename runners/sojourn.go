@@ -61,9 +61,12 @@ var sojournKind = Kind{
 			}
 			return JobFunc(func(context.Context) error { return nil }), Started{}, nil
 		}
-		why := noQueue(spec)
+		// Prepared, the prepare has looked; else it is looked at here.
+		var why string
 		if loaded != nil {
 			why = loaded.idle
+		} else {
+			why = noQueue(spec)
 		}
 		if why != "" {
 			return JobFunc(func(context.Context) error { return nil }), Started{Message: why}, nil
