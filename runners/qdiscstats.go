@@ -73,6 +73,8 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 	}
 	show := newTCShow(tc)
 	defer show.close()
+	bql := bqlFiles{root: "/sys/class/net", devs: map[string][]bqlFile{}}
+	defer bql.close()
 	err = everyStep(ctx, spec.Start, spec.Step, func() error {
 		for _, dev := range spec.Devs {
 			out, err := show.stats(ctx, dev)
@@ -94,19 +96,18 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 			if slices.Contains(spec.NoBQL, dev) {
 				continue
 			}
-			queues, _ := filepath.Glob(filepath.Join("/sys/class/net", dev, "queues", "tx-*", "byte_queue_limits"))
-			for _, q := range queues {
-				name := filepath.Base(filepath.Dir(q))
-				for _, f := range []string{"inflight", "limit"} {
-					b, err := os.ReadFile(filepath.Join(q, f))
-					if err != nil {
-						continue
-					}
-					if v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
-						emit(datafile.Series{Name: BQLSeries(spec.Host, dev, name, f), Kind: datafile.KindBQL, Host: spec.Host, Dev: dev,
-							Queue: name, Stat: f, Units: tcstats.Units(f), Counter: tcstats.IsCounter(f)}, datafile.Sample{T: now, V: v})
-					}
+			for _, q := range bql.files(dev) {
+				b, err := q.read()
+				if err != nil {
+					bql.drop(dev) // the queues changed: found again next step
+					break
 				}
+				v, err := strconv.ParseFloat(b, 64)
+				if err != nil {
+					continue
+				}
+				emit(datafile.Series{Name: BQLSeries(spec.Host, dev, q.queue, q.stat), Kind: datafile.KindBQL, Host: spec.Host, Dev: dev,
+					Queue: q.queue, Stat: q.stat, Units: tcstats.Units(q.stat), Counter: tcstats.IsCounter(q.stat)}, datafile.Sample{T: now, V: v})
 			}
 		}
 		return nil
@@ -195,4 +196,58 @@ func (t *tcShow) close() {
 	t.cmd.Wait()
 	t.out.Close()
 	t.cmd = nil
+}
+
+// bqlFiles are the tx queues' BQL files of each device, found once and kept open:
+// a glob of sysfs and an open and close of each file every step cost more than
+// the reads themselves (perf of an agent at -s 0.05), and in an emulated
+// bottleneck host every step's work is time the device's own traffic waits for.
+// A read at offset 0 has sysfs print the value afresh.
+type bqlFiles struct {
+	root string // /sys/class/net
+	devs map[string][]bqlFile
+}
+
+type bqlFile struct {
+	queue, stat string // tx-0, inflight
+	f           *os.File
+}
+
+func (b bqlFiles) files(dev string) []bqlFile {
+	if fs, ok := b.devs[dev]; ok {
+		return fs
+	}
+	var fs []bqlFile
+	queues, _ := filepath.Glob(filepath.Join(b.root, dev, "queues", "tx-*", "byte_queue_limits"))
+	for _, q := range queues {
+		for _, stat := range []string{"inflight", "limit"} {
+			if f, err := os.Open(filepath.Join(q, stat)); err == nil {
+				fs = append(fs, bqlFile{queue: filepath.Base(filepath.Dir(q)), stat: stat, f: f})
+			}
+		}
+	}
+	b.devs[dev] = fs
+	return fs
+}
+
+func (q bqlFile) read() (string, error) {
+	var buf [32]byte
+	n, err := q.f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+func (b bqlFiles) drop(dev string) {
+	for _, q := range b.devs[dev] {
+		q.f.Close()
+	}
+	delete(b.devs, dev)
+}
+
+func (b bqlFiles) close() {
+	for dev := range b.devs {
+		b.drop(dev)
+	}
 }
