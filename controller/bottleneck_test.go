@@ -204,12 +204,15 @@ func TestRunWithSetup(t *testing.T) {
 			// The host's mark goes on before the first change and comes off after
 			// the last, so that no change is unmarked.
 			cmds := r.dev.commands()
-			first := slices.IndexFunc(cmds, func(s string) bool { return strings.HasPrefix(s, "tc qdisc replace") || s == tcDelRoot })
+			// A setup's tc commands go to one batch (qdisc.run).
+			first := slices.IndexFunc(cmds, func(s string) bool {
+				return strings.HasPrefix(s, "tc qdisc replace") || s == tcDelRoot || s == "tc -batch -"
+			})
 			wrote := slices.IndexFunc(cmds, func(s string) bool { return strings.Contains(s, "mkdir -p") && strings.Contains(s, r.o.MarkDir) })
 			removed := slices.IndexFunc(cmds, func(s string) bool { return strings.HasPrefix(s, "rm -f "+r.o.MarkDir) })
 			last := -1
 			for i, s := range cmds {
-				if strings.HasPrefix(s, "tc qdisc") || strings.HasPrefix(s, "tc class") {
+				if strings.HasPrefix(s, "tc qdisc") || strings.HasPrefix(s, "tc class") || s == "tc -batch -" {
 					last = i
 				}
 			}

@@ -179,6 +179,26 @@ dir=%[1]s rec=%[2]s dev=%[3]s
 printf 'tc %%s\n' "$*" >>"$dir/tools.log"
 read -r state <"$dir/state"
 show() { exec cat "$rec/states/$state/$1"; }
+# change runs one changing command ($1, its words) on the device: the first row of
+# the injected failures, then of the transitions, that has it from this state.
+change() {
+	for table in "$dir/inject" "$dir/transitions"; do
+		[ -f "$table" ] || continue
+		while IFS='|' read -r from cmd to stderr status; do
+			if [ "$from" != "$state" ] && [ "$from" != "*" ] || [ "$cmd" != "$1" ]; then
+				continue
+			fi
+			if [ "$to" != "*" ]; then
+				echo "$to" >"$dir/state.new" && mv "$dir/state.new" "$dir/state"
+				state=$to
+			fi
+			[ -z "$stderr" ] || cat "$rec/$stderr" >&2
+			return "$status"
+		done <"$table"
+	done
+	echo "fake tc: no recording of $dev in state $state after \"tc $1\": add it to testdata/faketc/record.sh" >&2
+	return 99
+}
 case "$*" in
 "-j qdisc show dev $dev") show qdisc.json ;;
 "-s -j qdisc show dev $dev") show qdisc-s.json ;;
@@ -199,27 +219,32 @@ case "$*" in
 	done
 	exit 0
 	;;
+"-batch -")
+	# As tc's: the lines in order, stopping at the first that fails, which it
+	# names after its error.
+	n=0
+	while IFS= read -r line; do
+		n=$((n + 1))
+		printf 'tc %%s\n' "$line" >>"$dir/tools.log"
+		case $line in
+		"qdisc "* | "class "*) change "$line" || { echo "Command failed -:$n" >&2; exit 1; } ;;
+		*)
+			echo "fake tc: \"$line\" in a batch is not modelled" >&2
+			echo "Command failed -:$n" >&2
+			exit 1
+			;;
+		esac
+	done
+	exit 0
+	;;
 "qdisc "* | "class "*) ;;
 *)
 	echo "fake tc: \"tc $*\" is not modelled" >&2
 	exit 99
 	;;
 esac
-for table in "$dir/inject" "$dir/transitions"; do
-	[ -f "$table" ] || continue
-	while IFS='|' read -r from cmd to stderr status; do
-		if [ "$from" != "$state" ] && [ "$from" != "*" ] || [ "$cmd" != "$*" ]; then
-			continue
-		fi
-		if [ "$to" != "*" ]; then
-			echo "$to" >"$dir/state.new" && mv "$dir/state.new" "$dir/state"
-		fi
-		[ -z "$stderr" ] || cat "$rec/$stderr" >&2
-		exit "$status"
-	done <"$table"
-done
-echo "fake tc: no recording of $dev in state $state after \"tc $*\": add it to testdata/faketc/record.sh" >&2
-exit 99
+change "$*"
+exit
 `
 	fakeEthtoolScript = `#!/bin/sh
 # The fake bottleneck's ethtool (controller/faketc_test.go): what it shows.

@@ -204,11 +204,31 @@ func TestFaults(t *testing.T) {
 		}, wantErr: []string{"interrupted", "host server", "connecting again to restore it"}},
 		{name: "tc fails on apply", setup: "mq+pfifo", prepare: func(t *testing.T) {
 			// A tc that refuses the third child on the real device (not the
-			// preflight's scratch one), after the root and two children went in.
+			// preflight's scratch one), after the root and two children went in:
+			// typed alone, or as a line of a batch, which then stops there as tc's
+			// does (the lines before it applied, the failed one named).
 			dir := filepath.Join(labHome(inv), "bin")
 			os.MkdirAll(dir, 0o755)
 			tc, _ := exec.LookPath("tc")
-			wrapper := "#!/bin/sh\ncase \"$*\" in *\"dev test0 parent 1:3 \"*) echo 'RTNETLINK answers: injected failure' >&2; exit 2;; esac\nexec " + tc + " \"$@\"\n"
+			wrapper := strings.ReplaceAll(`#!/bin/sh
+case "$*" in *"dev test0 parent 1:3 "*) echo 'RTNETLINK answers: injected failure' >&2; exit 2;; esac
+case "$*" in *-batch*)
+	n=0 ok=""
+	while IFS= read -r l; do
+		n=$((n+1))
+		case "$l " in *"dev test0 parent 1:3 "*)
+			printf '%s' "$ok" | TC "$@" || exit
+			echo 'RTNETLINK answers: injected failure' >&2
+			echo "Command failed -:$n" >&2
+			exit 1;;
+		esac
+		ok="$ok$l
+"
+	done
+	printf '%s' "$ok" | exec TC "$@";;
+esac
+exec TC "$@"
+`, "TC", tc)
 			if err := os.WriteFile(filepath.Join(dir, "tc"), []byte(wrapper), 0o755); err != nil {
 				t.Fatal(err)
 			}

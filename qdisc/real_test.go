@@ -177,6 +177,39 @@ func TestUnknownKindLeavesDeviceUntouched(t *testing.T) {
 	}
 }
 
+// An mq whose children are of a kind the kernel lacks: tc's batch takes the root
+// and stops at the first child. The error is that child's command, with the fix;
+// the root is counted done; restore puts the device back.
+func TestBatchStopsAtTheFailingCommand(t *testing.T) {
+	r := scratch(t, "test0")
+	ctx := context.Background()
+	before, err := Snapshot(ctx, r, "server", "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Setup{Name: "mq+bogus", MQ: &Qdisc{Kind: "nosuchqdisc"}}
+	done, _, err := Apply(ctx, r, s, before)
+	want := "tc qdisc replace dev test0 parent 1:1 nosuchqdisc"
+	if err == nil || !strings.Contains(err.Error(), "`"+want+"`") || !strings.Contains(err.Error(), "host server") ||
+		strings.Contains(err.Error(), "batch") || strings.Contains(err.Error(), "Command failed") {
+		t.Fatalf("error %v, want one naming %q alone", err, want)
+	}
+	if len(done) != 1 || !strings.Contains(done[0], "root handle 1: mq") {
+		t.Errorf("done %q, want the mq root alone", done)
+	}
+	mid, _ := Snapshot(ctx, r, "server", "test0")
+	if mid.Diff(before) == "" {
+		t.Errorf("the root did not go in before the failing child")
+	}
+	if err := Restore(ctx, r, before); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := Snapshot(ctx, r, "server", "test0")
+	if d := before.Diff(now); d != "" {
+		t.Error(d)
+	}
+}
+
 func TestUnrestorableRootIsRefused(t *testing.T) {
 	r := scratch(t, "test0")
 	ctx := context.Background()

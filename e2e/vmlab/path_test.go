@@ -287,12 +287,14 @@ func (c *checkTable) String() string {
 // pathState is the qdiscs of the path devices and the IFB devices of every guest.
 func pathState(t *testing.T, inv *inventory.Inventory) string {
 	t.Helper()
-	var b strings.Builder
+	// One login a host, as guestState's.
+	script := map[string]string{}
 	for _, p := range inv.PathDevices {
-		fmt.Fprintf(&b, "%s:%s:\n%s", p.Host, p.Dev, guestSSH(t, inv, p.Host, "tc qdisc show dev "+p.Dev))
+		script[p.Host] += fmt.Sprintf("echo '%s:%s:'; tc qdisc show dev %s\n", p.Host, p.Dev, p.Dev)
 	}
+	var b strings.Builder
 	for _, h := range slices.Sorted(maps.Keys(inv.Hosts)) {
-		fmt.Fprintf(&b, "%s ifbs: %s", h, guestSSH(t, inv, h, "ip -o link show type ifb | cut -d: -f2 | sort"))
+		b.WriteString(guestSSH(t, inv, h, script[h]+"printf '%s ifbs: ' "+h+"; ip -o link show type ifb | cut -d: -f2 | sort\n"))
 	}
 	return b.String()
 }

@@ -461,11 +461,19 @@ func mqPfifo(t *testing.T, invPath string, inv *inventory.Inventory, before, out
 // over SSH with OpenSSH's client (not ours) and the lab's keys.
 func guestState(t *testing.T, inv *inventory.Inventory) string {
 	t.Helper()
-	var b strings.Builder
+	// One login a host (each is about a second of an emulated guest's CPU),
+	// its devices in the inventory's order.
+	var hosts []string
+	script := map[string]string{}
 	for _, bn := range inv.Bottleneck {
-		d := bn.Dev
-		out := guestSSH(t, inv, bn.Host, fmt.Sprintf("tc qdisc show dev %[1]s; grep . /sys/class/net/%[1]s/queues/tx-*/byte_queue_limits/limit_m*; ethtool -k %[1]s | grep -E '^(generic|tcp)-segmentation|generic-receive'", d))
-		fmt.Fprintf(&b, "%s:%s:\n%s", bn.Host, d, out)
+		if _, ok := script[bn.Host]; !ok {
+			hosts = append(hosts, bn.Host)
+		}
+		script[bn.Host] += fmt.Sprintf("echo '%[2]s:%[1]s:'; tc qdisc show dev %[1]s; grep . /sys/class/net/%[1]s/queues/tx-*/byte_queue_limits/limit_m*; ethtool -k %[1]s | grep -E '^(generic|tcp)-segmentation|generic-receive'\n", bn.Dev, bn.Host)
+	}
+	var b strings.Builder
+	for _, h := range hosts {
+		b.WriteString(guestSSH(t, inv, h, script[h]))
 	}
 	return b.String()
 }
