@@ -3,7 +3,8 @@
 # labs (network namespaces on this machine), and prints ratios:
 #   - TCP throughput and CPU: bloatbench tcp_4down vs iperf3 -P 4 -R (both download,
 #     4 streams, unshaped veth, so both are bound by CPU: throughput per CPU second
-#     says how much of the machine each tool's own work takes), rounds alternating;
+#     says how much of the machine each tool's own work takes), rounds alternating
+#     which tool goes first;
 #   - scaling: 1, 2, 4, 8 and 16 download streams (tcp_ndown) against iperf3 -P N -R,
 #     rounds alternating which tool goes first, throughput and Mbit per CPU
 #     core-second (the whole run for both, and bloatbench's streams' time);
@@ -78,22 +79,30 @@ while not os.path.exists(stop):
 PY
 tracer=$!
 echo "round,tool,mbits,cpu_seconds,file" > "$work/tput.csv"
+# Rounds alternate which tool goes first, as the scaling's do: here the first of
+# two runs back to back made more than the second in most pairs (paired()
+# below), and a tool always first would have that for its own.
 for r in $(seq "$rounds"); do
-  c0=$(cpu)
-  mb=$(run "$work/tcp.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
-  c1=$(cpu)
-  echo "$r,bloatbench,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}'),$(datafile "$work/tcp.log")" >> "$work/tput.csv"
-
-  ip netns exec "$sns" iperf3 -s -1 >/dev/null 2>&1 &
-  iperf3_server=$!
-  sleep 0.5
-  c0=$(cpu)
-  out=$(ip netns exec "$cns" iperf3 -c "$server_ip" -P 4 -R -t "$secs" -J)
-  c1=$(cpu)
-  wait "$iperf3_server"
-  mb=$(echo "$out" | json "d['end']['sum_received']['bits_per_second']/1e6")
-  echo "$r,iperf3,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')," >> "$work/tput.csv"
-
+  order="bloatbench iperf3"
+  [ $((r % 2)) -eq 0 ] && order="iperf3 bloatbench"
+  for tool in $order; do
+    if [ "$tool" = bloatbench ]; then
+      c0=$(cpu)
+      mb=$(run "$work/tcp.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
+      c1=$(cpu)
+      echo "$r,bloatbench,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}'),$(datafile "$work/tcp.log")" >> "$work/tput.csv"
+    else
+      ip netns exec "$sns" iperf3 -s -1 >/dev/null 2>&1 &
+      iperf3_server=$!
+      sleep 0.5
+      c0=$(cpu)
+      out=$(ip netns exec "$cns" iperf3 -c "$server_ip" -P 4 -R -t "$secs" -J)
+      c1=$(cpu)
+      wait "$iperf3_server"
+      mb=$(echo "$out" | json "d['end']['sum_received']['bits_per_second']/1e6")
+      echo "$r,iperf3,$mb,$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b-a}')," >> "$work/tput.csv"
+    fi
+  done
 done
 
 # Scaling: N download streams against iperf3 -P N -R, N from BENCH_STREAMS, each
@@ -131,7 +140,7 @@ wait "$tracer"
 
 # Sampling's cost: tcp_4down at a 4x shorter step against the default one, in
 # pairs back to back, which first alternating, as the sojourn sampler's below;
-# the row is the median of the pairs' ratios.
+# the row is the geometric mean of the pairs' ratios (paired() says why).
 for r in $(seq $((rounds * 2))); do
   order="fast default"
   [ $((r % 2)) -eq 0 ] && order="default fast"
@@ -148,7 +157,7 @@ done
 # The sojourn sampler's cost: runs in pairs, with and without it back to back,
 # which comes first alternating, so that the machine's drift between rounds (an
 # unshaped run's throughput moves by 10% or more from one minute to the next
-# here) is not taken for the sampler's; the row is the median of the pairs'
+# here) is not taken for the sampler's; the row is the geometric mean of the pairs'
 # ratios. On a lab of its own, unshaped with a pfifo root: the unshaped lab's
 # veths have no qdisc (noqueue), where the sampler loads no programs.
 "$bb" testbed up --out "$queued" --queue pfifo:1000 >/dev/null
@@ -256,7 +265,7 @@ done > "$work/summary-times.txt"
 machine="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, Linux $(uname -r), congestion control $(sysctl -n net.ipv4.tcp_congestion_control), iperf3 $(iperf3 --version | head -1 | awk '{print $2}')"
 python3 - "$work" "$secs" "$rounds" "$scale_secs" "$idle_file" "$loaded_file" "$scale_file" \
   "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" "$loss_file" "$machine" <<'PY'
-import csv, gzip, json, os, re, statistics, sys
+import csv, gzip, json, math, os, re, statistics, sys
 work, secs, rounds, scale_secs = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 idle_file, loaded_file, scale_file = sys.argv[5:8]
 ours_wall, ours_nominal, ours_wall0 = float(sys.argv[8]), float(sys.argv[9]), float(sys.argv[10])
@@ -269,14 +278,24 @@ def med(tool, key):
     return statistics.median(float(r[key]) for r in rows if r["tool"] == tool)
 bm, im = med("bloatbench", "mbits"), med("iperf3", "mbits")
 def paired(a, b):
-    # the medians of a's and b's runs, and the median of their pairs' ratios
-    pair = {}
+    # The medians of a's and b's runs; the geometric mean of their pairs' ratios a/b;
+    # and that of first/second in a pair. The pairs alternate which goes first, as
+    # many each way: here the first run of two back to back made more than the
+    # second in 10 of 14 pairs of 5 s (4% on the geometric mean of six), and the
+    # mean of the log ratios over both orders takes that out exactly, where their
+    # median does not (a crossover design's period effect).
+    pair, first = {}, {}
     for r in rows:
         if r["tool"] in (a, b):
             pair.setdefault(r["round"], {})[r["tool"]] = float(r["mbits"])
-    return med(a, "mbits"), med(b, "mbits"), statistics.median(p[a] / p[b] for p in pair.values()), len(pair)
-fm, dm, fratio, fpairs = paired("step-fast", "step-default")
-sw, sn, sratio, spairs = paired("sojourn-with", "sojourn-without")
+            first.setdefault(r["round"], r["tool"])
+    full = {k: p for k, p in pair.items() if len(p) == 2}
+    gm = lambda xs: math.exp(statistics.fmean(math.log(x) for x in xs))
+    ratio = gm(p[a] / p[b] for p in full.values())
+    order = gm(p[first[k]] / p[b if first[k] == a else a] for k, p in full.items())
+    return med(a, "mbits"), med(b, "mbits"), ratio, len(full), order
+fm, dm, fratio, fpairs, forder = paired("step-fast", "step-default")
+sw, sn, sratio, spairs, sorder = paired("sojourn-with", "sojourn-without")
 bc, ic = med("bloatbench", "cpu_seconds"), med("iperf3", "cpu_seconds")
 # Throughput per busy CPU second: the tools' efficiency when the CPU is the limit.
 be, ie = bm * secs / bc, im * secs / ic
@@ -365,8 +384,8 @@ print(f"| CPU busy during the run, core-seconds | {bc:.1f} | {ic:.1f} | {bc/ic:.
 print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
 print(f"| CPU busy in the streams' time (t0 + delay to + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
 print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
-print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2; {fpairs} pairs back to back, the ratio their median) | {fm:.0f} | {dm:.0f} | {fratio:.3f} |")
-print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {spairs} pairs back to back, the ratio their median) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
+print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2; {fpairs} pairs back to back, which first alternating, the ratio the geometric mean of theirs; a pair's first run made {forder:.3f}x its second) | {fm:.0f} | {dm:.0f} | {fratio:.3f} |")
+print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {spairs} pairs back to back, as above; first/second {sorder:.3f}x) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:
     ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)
