@@ -45,7 +45,9 @@ done
 // (qdisc.IFBLoaded, or modprobe finds none: built in), since loading it adds ifb0
 // and ifb1 to the host. Not as root,
 // modprobe -n says whether the modules exist. $1 is the agent's path, $2 "sudo"
-// when it runs through sudo.
+// when it runs through sudo; $4 "skip" leaves netem and ifb untried (a run's
+// preflight, when the run uses neither: the scratch namespace is five processes
+// a host, seconds of an emulated guest's CPU).
 const accessScript = `u=$(id -u)
 echo "user ${SUDO_USER:-$(id -un)} $u"
 if [ "$u" = 0 ]; then
@@ -55,7 +57,9 @@ elif e=$(sudo -n -l "$1" agent 2>&1 >/dev/null); then echo "sudo yes"
 else echo "sudo no $e" | head -1; fi
 ip -o addr show scope global 2>/dev/null | while read -r _ dev fam addr _; do echo "addr $dev $fam $addr"; done
 echo "pinggroups $(cat /proc/sys/net/ipv4/ping_group_range 2>/dev/null) groups $(id -G)"
-if [ "$u" = 0 ] && ip netns add "$3" 2>/dev/null; then
+if [ "$4" = skip ]; then
+  echo "netem skip"; echo "ifb skip"
+elif [ "$u" = 0 ] && ip netns add "$3" 2>/dev/null; then
   ip -n "$3" link add bbchk0 type veth peer name bbchk1 >/dev/null 2>&1
   if e=$(tc -n "$3" qdisc add dev bbchk0 root netem delay 1ms 2>&1); then echo "netem yes"; else echo "netem no $e" | head -1; fi
   if ` + qdisc.IFBLoaded + ` || ! modprobe -n -q ifb 2>/dev/null; then
@@ -136,6 +140,8 @@ func readAccess(out, testIP string) access {
 				v = "yes (tried in a scratch namespace)"
 			case rest == "module":
 				v = "module present (not tried: needs root)"
+			case rest == "skip":
+				v = "not tried (this run uses no netem path and no ingress shaping)"
 			case strings.HasPrefix(rest, "no "):
 				v = "no: " + strings.TrimPrefix(rest, "no ")
 			}
@@ -198,6 +204,21 @@ func Check(ctx context.Context, o Options, setups []*qdisc.Setup, log io.Writer)
 // emulated guest); what each finds is printed in the hosts' order, a host's lines
 // once it and every host before it are done.
 func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Writer) []Problem {
+	return s.check(ctx, setups, true, log)
+}
+
+// Preflight is Check before a run of setups: netem and ifb are tried only when the
+// run uses them (a path with netem, a setup that shapes ingress through an IFB);
+// the setups' own qdiscs are tried in Check's dry runs either way.
+func (s *Session) Preflight(ctx context.Context, setups []*qdisc.Setup, log io.Writer) []Problem {
+	needs := len(s.o.Inventory.PathDevices) > 0
+	for _, st := range setups {
+		needs = needs || st.Ingress != nil
+	}
+	return s.check(ctx, setups, needs, log)
+}
+
+func (s *Session) check(ctx context.Context, setups []*qdisc.Setup, tryModules bool, log io.Writer) []Problem {
 	devsOf := map[string][]string{}
 	for _, b := range s.o.Inventory.Bottleneck {
 		devsOf[b.Host] = append(devsOf[b.Host], b.Dev)
@@ -213,7 +234,7 @@ func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Write
 		all[i] = f
 		go func() {
 			defer close(f.done)
-			f.problems = s.checkHost(ctx, ep, devsOf[ep.host.Name], setups, &f.out)
+			f.problems = s.checkHost(ctx, ep, devsOf[ep.host.Name], setups, tryModules, &f.out)
 		}()
 	}
 	var problems []Problem
@@ -226,7 +247,7 @@ func (s *Session) Check(ctx context.Context, setups []*qdisc.Setup, log io.Write
 }
 
 // checkHost is Check's work on one host, whose bottleneck devices are devs.
-func (s *Session) checkHost(ctx context.Context, ep *endpoint, devs []string, setups []*qdisc.Setup, log io.Writer) []Problem {
+func (s *Session) checkHost(ctx context.Context, ep *endpoint, devs []string, setups []*qdisc.Setup, tryModules bool, log io.Writer) []Problem {
 	if ep.agent == nil {
 		return nil // reported by Connect
 	}
@@ -251,7 +272,11 @@ func (s *Session) checkHost(ctx context.Context, ep *endpoint, devs []string, se
 	}
 	var rb [4]byte
 	rand.Read(rb[:])
-	out, err = ep.Output(ctx, remote.Command("sh", "-c", accessScript, "sh", ep.proc.started().path, via, "bbchk-"+hex.EncodeToString(rb[:])), nil)
+	try := "try"
+	if !tryModules {
+		try = "skip"
+	}
+	out, err = ep.Output(ctx, remote.Command("sh", "-c", accessScript, "sh", ep.proc.started().path, via, "bbchk-"+hex.EncodeToString(rb[:]), try), nil)
 	if err != nil {
 		add("%v", err)
 		return problems

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,23 @@ ifb module
 	}
 	if p := pingWithoutRoot("1000", []string{"1", "0", "groups", "1000"}); !strings.HasPrefix(p, "no: net.ipv4.ping_group_range is 1 0") {
 		t.Errorf("closed range: %s", p)
+	}
+}
+
+// A run's preflight that needs neither netem nor ifb leaves them untried: the
+// script makes no scratch namespace, and the line says why.
+func TestAccessScriptSkipsModules(t *testing.T) {
+	out, err := exec.Command("sh", "-c", accessScript, "sh", "/nonexistent/agent", "", "bbchk-test", "skip").Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "netem skip\nifb skip\n") {
+		t.Fatalf("the script tried the modules:\n%s", out)
+	}
+	a := readAccess(string(out), "10.9.9.9").String()
+	for _, want := range []string{"netem: not tried (this run uses no netem path and no ingress shaping)", "ifb: not tried"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("%s lacks %q", a, want)
+		}
 	}
 }

@@ -255,7 +255,7 @@ func runAction(ctx context.Context, c *cli.Command) error {
 		// Every setup is tried on every bottleneck host before any traffic: a kernel
 		// without the qdisc fails here, with the fix, and no host is changed.
 		fmt.Fprintln(c.Root().ErrWriter, "preflight:")
-		if problems := sess.Check(ctx, setups, c.Root().ErrWriter); len(problems) > 0 {
+		if problems := sess.Preflight(ctx, setups, c.Root().ErrWriter); len(problems) > 0 {
 			return fmt.Errorf("preflight found %d problem(s); nothing was run and no host was changed", len(problems))
 		}
 	}
