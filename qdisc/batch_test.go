@@ -75,7 +75,7 @@ func TestRunBatches(t *testing.T) {
 			want: []string{"tc qdisc replace dev eth0 root handle 1: mq <<", "tc qdisc replace dev 'eth 0' root pfifo <<",
 				"tc -batch - <<qdisc replace dev eth0 parent 1:1 fq_codel\nqdisc replace dev eth0 parent 1:2 fq_codel\n"}, done: 4},
 		{name: "the second line fails", ops: mq, fail: tcErr(2, "Error: Specified qdisc kind is unknown."),
-			want: []string{"tc -batch - <<qdisc replace dev eth0 root handle 1: mq\nqdisc replace dev eth0 parent 1:1 fq_codel\nqdisc replace dev eth0 parent 1:2 fq_codel\n"},
+			want:      []string{"tc -batch - <<qdisc replace dev eth0 root handle 1: mq\nqdisc replace dev eth0 parent 1:1 fq_codel\nqdisc replace dev eth0 parent 1:2 fq_codel\n"},
 			done:      1,
 			errHas:    []string{"`tc qdisc replace dev eth0 parent 1:1 fq_codel`", "host h: tc qdisc replace dev eth0 parent 1:1 fq_codel: Error: Specified qdisc kind is unknown.", "modprobe sch_fq_codel"},
 			errHasNot: []string{"-batch", "Command failed"}},
