@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +53,24 @@ func TestRunBatches(t *testing.T) {
 			return fmt.Errorf("host h: %s: %s\nCommand failed -:%d", cmd, msg, line)
 		}
 	}
+	limits := func(vals ...string) []Op {
+		var ops []Op
+		for i, v := range vals {
+			ops = append(ops, Op{Argv: []string{"tee", fmt.Sprintf("/sys/class/net/eth0/queues/tx-%d/byte_queue_limits/limit_max", i)}, Stdin: v})
+		}
+		return ops
+	}
+	writes := func(ops []Op) string {
+		return writesOp(ops).run() + " <<"
+	}
+	writeErr := func(n int) func(cmd, stdin string) error {
+		return func(cmd, stdin string) error {
+			if strings.HasPrefix(cmd, "sh -c") {
+				return fmt.Errorf("host h: sh: can't create: Invalid argument\n%s %d", writeFailed, n)
+			}
+			return errors.New("host h: tee: /sys/class/net/eth0/queues/tx-1/byte_queue_limits/limit_max: Invalid argument")
+		}
+	}
 	for _, c := range []struct {
 		name      string
 		ops       []Op
@@ -87,6 +107,21 @@ func TestRunBatches(t *testing.T) {
 			want:   []string{"tc -batch - <<qdisc replace dev eth0 root handle 1: mq\nqdisc replace dev eth0 parent 1:1 fq_codel\nqdisc replace dev eth0 parent 1:2 fq_codel\n"},
 			done:   0,
 			errHas: []string{"`tc -batch -`", "Command failed -:9"}},
+		{name: "writes next to each other go to one shell", ops: append(append(limits("6056", "6056"), mq...), limits("1", "2")...),
+			want: []string{writes(limits("6056", "6056")),
+				"tc -batch - <<qdisc replace dev eth0 root handle 1: mq\nqdisc replace dev eth0 parent 1:1 fq_codel\nqdisc replace dev eth0 parent 1:2 fq_codel\n",
+				writes(limits("1", "2"))}, done: 7},
+		{name: "the second write fails: it runs again alone, the third is not tried", ops: limits("1", "x", "3"), fail: writeErr(2),
+			want:      []string{writes(limits("1", "x", "3")), "tee /sys/class/net/eth0/queues/tx-1/byte_queue_limits/limit_max >/dev/null <<x\n"},
+			done:      1,
+			errHas:    []string{"`echo x > /sys/class/net/eth0/queues/tx-1/byte_queue_limits/limit_max`", "tee: ", "Invalid argument"},
+			errHasNot: []string{writeFailed}},
+		{name: "the writes' shell fails as a whole", ops: limits("1", "2"), fail: func(cmd, stdin string) error { return errors.New("host h: sh: did not finish within 1m0s") },
+			want:   []string{writes(limits("1", "2"))},
+			done:   0,
+			errHas: []string{"`sh -c ", "did not finish"}},
+		{name: "a line with a newline is written alone", ops: []Op{limits("1")[0], {Argv: []string{"tee", "/tmp/f"}, Stdin: "a\nb"}},
+			want: []string{"tee /sys/class/net/eth0/queues/tx-0/byte_queue_limits/limit_max >/dev/null <<1\n", "tee /tmp/f >/dev/null <<a\nb\n"}, done: 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &scriptRunner{fail: c.fail}
@@ -115,5 +150,41 @@ func TestRunBatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The writes' shell, run by a real sh: each file gets its line, in order; the
+// first that cannot be written stops it, is named by tee's own error, and the
+// files after it are left alone.
+func TestRunWritesInOneShell(t *testing.T) {
+	dir := t.TempDir()
+	at := func(name string) string { return filepath.Join(dir, name) }
+	ops := []Op{
+		{Argv: []string{"tee", at("a")}, Stdin: "6056"},
+		{Argv: []string{"tee", at("b b")}, Stdin: "it's $HOME"},
+		{Argv: []string{"tee", at("missing/c")}, Stdin: "3"},
+		{Argv: []string{"tee", at("d")}, Stdin: "4"},
+	}
+	done, err := run(context.Background(), localRunner{}, "h", ops)
+	if err == nil || !strings.Contains(err.Error(), "tee: ") || !strings.Contains(err.Error(), "missing/c") || !strings.Contains(err.Error(), "No such file or directory") {
+		t.Fatalf("error %v: want tee's, naming missing/c", err)
+	}
+	if want := []string{ops[0].Shell(), ops[1].Shell()}; !slices.Equal(done, want) {
+		t.Errorf("done %q, want %q", done, want)
+	}
+	for name, want := range map[string]string{"a": "6056\n", "b b": "it's $HOME\n"} {
+		if b, err := os.ReadFile(at(name)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v, want %q", name, b, err, want)
+		}
+	}
+	if _, err := os.Stat(at("d")); err == nil {
+		t.Errorf("the write after the failed one was made")
+	}
+	done, err = run(context.Background(), localRunner{}, "h", []Op{ops[0], ops[3]})
+	if err != nil || len(done) != 2 {
+		t.Fatalf("%q %v", done, err)
+	}
+	if b, err := os.ReadFile(at("d")); err != nil || string(b) != "4\n" {
+		t.Errorf("d: %q %v", b, err)
 	}
 }

@@ -56,6 +56,30 @@ large-receive-offload: off [fixed]
 highdma: on
 `
 
+// The snapshot keeps ethtool -l whole: the channels are its current settings, not
+// the pre-set maximums above them; a device whose driver prints no current
+// settings has none.
+func TestParseChannels(t *testing.T) {
+	for _, c := range []struct {
+		name, out, want string
+	}{
+		{"virtio", "Channel parameters for test0:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\tn/a\nCombined:\t4\n" +
+			"Current hardware settings:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\tn/a\nCombined:\t1\n", "map[combined:1]"},
+		{"veth", "Channel parameters for v0:\nPre-set maximums:\nRX:\t\t4\nTX:\t\t4\nOther:\t\tn/a\nCombined:\tn/a\n" +
+			"Current hardware settings:\nRX:\t\t2\nTX:\t\t3\nOther:\t\tn/a\nCombined:\tn/a\n", "map[rx:2 tx:3]"},
+		{"maximums only", "Channel parameters for x:\nPre-set maximums:\nCombined:\t4\n", "map[]"},
+		{"no ethtool", "", "map[]"},
+	} {
+		st, err := parseState([]byte("[]\n@@channels\n" + c.out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(st.Channels); got != c.want {
+			t.Errorf("%s: channels %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
 func TestParseFeatures(t *testing.T) {
 	st, err := parseState([]byte("[]\n@@offloads\n" + ethtoolK))
 	if err != nil {
