@@ -532,6 +532,7 @@ func hasEvery(wire map[int]float64, samples []datafile.Sample) bool {
 var echoLine = regexp.MustCompile(`^(\d+\.\d+) IP .*: ICMP echo (request|reply), id (\d+), seq (\d+), length (\d+)`)
 
 func TestTCP128Down(t *testing.T) {
+	functional(t) // rows and flows, no number: flent is given our own file
 	inv, _ := lab(t, "--rate", "200mbit")
 	r, data, exported := runFlent(t, "-H", inv, "-l", "10", "-d", "2", "--format", "json", "tcp_128down")
 	medians := parseSummary(t, r.stdout)

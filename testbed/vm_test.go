@@ -129,3 +129,50 @@ func TestLineShaping(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// testbed up --vm --router --rtt writes the path into the inventory it writes:
+// half the RTT each way as netem on both endpoints' test devices, behind the
+// router, with the lab's netem limit; the bottlenecks stay the router's, and a
+// lab without --rtt and --loss has no path.
+func TestVMInventoryPath(t *testing.T) {
+	for _, c := range []struct {
+		rtt  time.Duration
+		want string
+	}{
+		{50 * time.Millisecond, "netem delay 25000us limit 10000 on [client:test0 server:test0]; bottlenecks [router:test0 router:test1]"},
+		{0, "no netem on []; bottlenecks [router:test0 router:test1]"},
+	} {
+		dir := t.TempDir()
+		l := &Lab{Name: "bbvm3", Index: 3, Dir: dir, Inventory: filepath.Join(dir, "vmlab.yaml"),
+			VM:        &VMState{Kernel: "7.3.4", Guests: vmPlan(3, true, dir)},
+			VMOptions: &VMOptions{Router: true, RTT: c.rtt, Rate: "10mbit", Queues: 4}}
+		for i := range l.VM.Guests {
+			l.VM.Guests[i].SSHPort = 2200 + i
+		}
+		if err := l.writeVMInventory(); err != nil {
+			t.Fatal(err)
+		}
+		inv, err := inventory.Load(l.Inventory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path, bottlenecks []string
+		for _, d := range inv.PathDevices {
+			path = append(path, d.Host+":"+d.Dev)
+		}
+		for _, d := range inv.Bottleneck {
+			bottlenecks = append(bottlenecks, d.Host+":"+d.Dev)
+		}
+		got := "no netem"
+		if n := inv.Netem; n != nil {
+			got = fmt.Sprintf("netem delay %s limit %d", n.Delay, n.Limit)
+			if n.Loss != "" {
+				got += " loss " + n.Loss
+			}
+		}
+		got += fmt.Sprintf(" on %v; bottlenecks %v", path, bottlenecks)
+		if got != c.want {
+			t.Errorf("--rtt %v: %s\nwant %s", c.rtt, got, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
-	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
 )
 
@@ -33,52 +33,49 @@ const emulationSlack = 4.0
 // ingressRate is cake's bandwidth on the router's ingress, below the 10 Mbit/s line.
 const ingressRate = 5e6
 
-// TestVMLabPath brings up the router lab with a 50 ms path (netem on both
-// endpoints, put on and taken off by every run) and checks that the idle ping is
-// the path's RTT plus the lab's own (measured in the same lab without netem), and
-// that pfifo_fast's queue still dwarfs fq_codel's at that RTT.
+// pathChecks runs on TestVMLab's lab with the 50 ms path testbed up --router
+// --rtt 50ms would have written into its inventory (netem on both endpoints, put
+// on and taken off by every run; TestVMInventoryPath holds testbed up to writing
+// it), and checks that the idle ping is the path's RTT plus the lab's own
+// (measured on the same lab without the path), and that pfifo_fast's queue still
+// dwarfs fq_codel's at that RTT. A lab of its own would only differ in the
+// inventory, and booting one cost the stage a boot, a teardown and the agents'
+// first copy (about 30 s).
 // The delay is 5 s: under software emulation the agents take a second or two to
 // start their jobs, and the ping's first probes then go out late, together.
-func TestVMLabPath(t *testing.T) {
-	e2eutil.NeedRoot(t, "starts QEMU guests on taps and a bridge in a network namespace")
-	dir := t.TempDir()
-	invPath := filepath.Join(dir, "vmlab.yaml")
-	if _, stderr, err := bb(t, 20*time.Minute, "testbed", "image"); err != nil {
-		t.Fatalf("testbed image: %v\n%s", err, stderr)
-	}
-	start := time.Now()
-	_, stderr, err := bb(t, 5*time.Minute, "testbed", "up", "--vm", "--router", "--out", invPath, "--rate", "10mbit", "--rtt", "50ms")
-	if err != nil {
-		t.Fatalf("testbed up --vm --router --rtt 50ms: %v\n%s", err, stderr)
-	}
-	t.Logf("VM lab with a 50 ms path up in %v", time.Since(start).Round(time.Second))
-	inv, err := inventory.Load(invPath)
+func pathChecks(t *testing.T, labInv string, out string) {
+	t.Run("path", func(t *testing.T) {
+		pathChecksOn(t, labInv, filepath.Join(out, "path"))
+	})
+}
+
+func pathChecksOn(t *testing.T, labInv, out string) {
+	inv, err := inventory.Load(labInv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { checkDown(t, inv.Testbed) })
-	if inv.Netem == nil || inv.Netem.Delay != "25000us" || len(inv.PathDevices) != 2 {
-		t.Fatalf("testbed up --rtt 50ms wrote netem %+v on %v", inv.Netem, inv.PathDevices)
+	if inv.Netem != nil || len(inv.PathDevices) != 0 {
+		t.Fatalf("the lab's inventory has a path already: %+v on %v", inv.Netem, inv.PathDevices)
 	}
-
+	inv.Netem = &inventory.NetemSpec{Delay: fmt.Sprintf("%.0fus", pathRTT/2*1000), Limit: 10000}
+	for _, h := range []string{"client", "server"} {
+		inv.PathDevices = append(inv.PathDevices, inventory.Bottleneck{Host: h, Dev: "test0"})
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	invPath := filepath.Join(out, "vmlab-path.yaml")
+	if err := inv.Write(invPath, "# the VM lab with a 50 ms path, as testbed up --router --rtt 50ms writes it\n"); err != nil {
+		t.Fatal(err)
+	}
 	before := guestState(t, inv) + pathState(t, inv)
-	out := filepath.Join(dir, "results")
 
 	// The lab's own round trip, without netem: under software emulation each of
 	// the four hops through three guests adds a millisecond or two, so the path's
-	// RTT is checked as what netem adds to it. The same lab, an inventory without
+	// RTT is checked as what netem adds to it. The same lab, its inventory without
 	// the netem: key, and the same lead-in as the runs below (the agents starting
 	// their jobs load the guests during it).
-	baseInv, err := inventory.Load(invPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	baseInv.Netem = nil
-	basePath := filepath.Join(dir, "base.yaml")
-	if err := baseInv.Write(basePath, "# the lab without its netem\n"); err != nil {
-		t.Fatal(err)
-	}
-	stdout, stderr, err := bb(t, 5*time.Minute, "run", "-H", basePath, "-l", "4", "-d", "5", "-o", filepath.Join(out, "base"), "tcp_4down")
+	stdout, stderr, err := bb(t, 5*time.Minute, "run", "-H", labInv, "-l", "4", "-d", "5", "-o", filepath.Join(out, "base"), "tcp_4down")
 	if err != nil {
 		t.Fatalf("run without netem: %v\n%s\n%s", err, stdout, stderr)
 	}

@@ -5,8 +5,8 @@
 // behind a 10 Mbit/s line, then checks what only a real kernel can show: each setup applied,
 // its statistics moved by the traffic, the AQMs' loaded ping well below
 // pfifo_fast's, a BQL limit_max honoured, cake shaping the router's ingress on an
-// IFB, and every guest restored after each run. TestVMLabPath then brings up the
-// lab again with a 50 ms path (--rtt).
+// IFB, and every guest restored after each run; then the same lab with a 50 ms path
+// in its inventory, as --rtt writes it.
 //
 // Every setup of the checks runs with BQL's limit_max at four packets, as the seeds'
 // comparisons do: left to itself, BQL on this emulated virtio-net grows to 60-90 KB
@@ -391,6 +391,7 @@ func TestVMLab(t *testing.T) {
 	cakeIngress(t, invPath, inv, before, out)
 	seedWorkloads(t, invPath, inv, before, out)
 	l4sChecks(t, invPath, inv, before, out)
+	pathChecks(t, invPath, out)
 }
 
 // mqPfifo is the qdisc setups' check of mq with pfifo children on a link that pushes
