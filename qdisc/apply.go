@@ -56,7 +56,6 @@ func run(ctx context.Context, r Runner, host string, ops []Op) ([]string, error)
 			// The write that failed runs again alone, below, so that its error is
 			// tee's own, with explain's advice; the writes after it are not tried.
 			i += n
-			j = i + 1
 		}
 		o := ops[i]
 		var stdin io.Reader
