@@ -43,152 +43,149 @@ const ingressRate = 5e6
 // first copy (about 30 s).
 // The delay is 5 s: under software emulation the agents take a second or two to
 // start their jobs, and the ping's first probes then go out late, together.
-func pathChecks(t *testing.T, labInv string, out string) {
+func pathChecks(t *testing.T, labInv, out string) {
 	t.Run("path", func(t *testing.T) {
-		pathChecksOn(t, labInv, filepath.Join(out, "path"))
-	})
-}
-
-func pathChecksOn(t *testing.T, labInv, out string) {
-	inv, err := inventory.Load(labInv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inv.Netem != nil || len(inv.PathDevices) != 0 {
-		t.Fatalf("the lab's inventory has a path already: %+v on %v", inv.Netem, inv.PathDevices)
-	}
-	inv.Netem = &inventory.NetemSpec{Delay: fmt.Sprintf("%.0fus", pathRTT/2*1000), Limit: 10000}
-	for _, h := range []string{"client", "server"} {
-		inv.PathDevices = append(inv.PathDevices, inventory.Bottleneck{Host: h, Dev: "test0"})
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	invPath := filepath.Join(out, "vmlab-path.yaml")
-	if err := inv.Write(invPath, "# the VM lab with a 50 ms path, as testbed up --router --rtt 50ms writes it\n"); err != nil {
-		t.Fatal(err)
-	}
-	before := guestState(t, inv) + pathState(t, inv)
-
-	// The lab's own round trip, without netem: under software emulation each of
-	// the four hops through three guests adds a millisecond or two, so the path's
-	// RTT is checked as what netem adds to it. The same lab, its inventory without
-	// the netem: key, and the same lead-in as the runs below (the agents starting
-	// their jobs load the guests during it).
-	stdout, stderr, err := bb(t, 5*time.Minute, "run", "-H", labInv, "-l", "4", "-d", "5", "-o", filepath.Join(out, "base"), "tcp_4down")
-	if err != nil {
-		t.Fatalf("run without netem: %v\n%s\n%s", err, stdout, stderr)
-	}
-	paths, _ := filepath.Glob(filepath.Join(out, "base", "*.bb.json.gz"))
-	if len(paths) != 1 {
-		t.Fatalf("data files %v", paths)
-	}
-	baseRun, err := datafile.Read(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if baseRun.Metadata.Path != nil {
-		t.Fatalf("the run without netem: put netem on: %+v", baseRun.Metadata.Path)
-	}
-	baseIdle, _ := pingPhases(baseRun)
-	base := median(baseIdle)
-	t.Logf("the lab's own idle RTT, without netem: median %.2f ms of %d probes", base, len(baseIdle))
-	runs, files := map[string]*datafile.Run{}, map[string]string{}
-	for _, s := range []string{"pfifo_fast+bql", "fq_codel+bql"} {
-		began := time.Now()
-		stdout, stderr, err := bb(t, 10*time.Minute, "run", "-H", invPath, "-l", "20", "-d", "5", "-o", filepath.Join(out, s), "--setup", s, "tcp_4down")
+		out := filepath.Join(out, "path")
+		inv, err := inventory.Load(labInv)
 		if err != nil {
-			t.Fatalf("run %s: %v\n%s\n%s", s, err, stdout, stderr)
-		}
-		t.Logf("run %s took %v:\n%s", s, time.Since(began).Round(time.Second), stdout)
-		if after := guestState(t, inv) + pathState(t, inv); after != before {
-			t.Errorf("after %s the guests are not as they were:\nbefore:\n%s\nafter:\n%s", s, before, after)
-		}
-		paths, _ := filepath.Glob(filepath.Join(out, s, "*.bb.json.gz"))
-		if len(paths) != 1 {
-			t.Fatalf("%s: data files %v", s, paths)
-		}
-		files[s] = paths[0]
-		if runs[s], err = datafile.Read(paths[0]); err != nil {
 			t.Fatal(err)
 		}
-	}
+		if inv.Netem != nil || len(inv.PathDevices) != 0 {
+			t.Fatalf("the lab's inventory has a path already: %+v on %v", inv.Netem, inv.PathDevices)
+		}
+		inv.Netem = &inventory.NetemSpec{Delay: fmt.Sprintf("%.0fus", pathRTT/2*1000), Limit: 10000}
+		for _, h := range []string{"client", "server"} {
+			inv.PathDevices = append(inv.PathDevices, inventory.Bottleneck{Host: h, Dev: "test0"})
+		}
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		invPath := filepath.Join(out, "vmlab-path.yaml")
+		if err := inv.Write(invPath, "# the VM lab with a 50 ms path, as testbed up --router --rtt 50ms writes it\n"); err != nil {
+			t.Fatal(err)
+		}
+		before := guestState(t, inv) + pathState(t, inv)
 
-	checks := newCheckTable(t)
-	add := checks.add
-	for s, r := range runs {
-		p := r.Metadata.Path
-		ok := p != nil && len(p.Devices) == 2 && strings.Contains(p.Netem, "delay 25000us")
-		words, on := "", []string{}
-		if p != nil {
-			words = p.Netem
-			for _, d := range p.Devices {
-				ok = ok && strings.Contains(string(d.ReadBack), `"kind":"netem"`)
-				on = append(on, d.Host+":"+d.Dev)
+		// The lab's own round trip, without netem: under software emulation each of
+		// the four hops through three guests adds a millisecond or two, so the path's
+		// RTT is checked as what netem adds to it. The same lab, its inventory without
+		// the netem: key, and the same lead-in as the runs below (the agents starting
+		// their jobs load the guests during it).
+		stdout, stderr, err := bb(t, 5*time.Minute, "run", "-H", labInv, "-l", "4", "-d", "5", "-o", filepath.Join(out, "base"), "tcp_4down")
+		if err != nil {
+			t.Fatalf("run without netem: %v\n%s\n%s", err, stdout, stderr)
+		}
+		paths, _ := filepath.Glob(filepath.Join(out, "base", "*.bb.json.gz"))
+		if len(paths) != 1 {
+			t.Fatalf("data files %v", paths)
+		}
+		baseRun, err := datafile.Read(paths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if baseRun.Metadata.Path != nil {
+			t.Fatalf("the run without netem: put netem on: %+v", baseRun.Metadata.Path)
+		}
+		baseIdle, _ := pingPhases(baseRun)
+		base := median(baseIdle)
+		t.Logf("the lab's own idle RTT, without netem: median %.2f ms of %d probes", base, len(baseIdle))
+		runs, files := map[string]*datafile.Run{}, map[string]string{}
+		for _, s := range []string{"pfifo_fast+bql", "fq_codel+bql"} {
+			began := time.Now()
+			stdout, stderr, err := bb(t, 10*time.Minute, "run", "-H", invPath, "-l", "20", "-d", "5", "-o", filepath.Join(out, s), "--setup", s, "tcp_4down")
+			if err != nil {
+				t.Fatalf("run %s: %v\n%s\n%s", s, err, stdout, stderr)
+			}
+			t.Logf("run %s took %v:\n%s", s, time.Since(began).Round(time.Second), stdout)
+			if after := guestState(t, inv) + pathState(t, inv); after != before {
+				t.Errorf("after %s the guests are not as they were:\nbefore:\n%s\nafter:\n%s", s, before, after)
+			}
+			paths, _ := filepath.Glob(filepath.Join(out, s, "*.bb.json.gz"))
+			if len(paths) != 1 {
+				t.Fatalf("%s: data files %v", s, paths)
+			}
+			files[s] = paths[0]
+			if runs[s], err = datafile.Read(paths[0]); err != nil {
+				t.Fatal(err)
 			}
 		}
-		add(s, "path netem applied (kernel's read-back)", ok, "netem %s on %s", words, strings.Join(on, ", "))
-	}
-	idle, loaded := map[string]float64{}, map[string]float64{}
-	for s, r := range runs {
-		i, l := pingPhases(r)
-		idle[s], loaded[s] = median(i), median(l)
-	}
-	for s := range runs {
-		// At least the path's RTT (kernel stamps: netem never gives less than it
-		// was asked), and at most that plus the lab's own and emulationSlack.
-		add(s, "idle ping is the path's RTT plus the lab's own", idle[s] >= pathRTT-0.5 && idle[s] <= pathRTT+base+emulationSlack,
-			"median %.2f ms: %.2f ms over --rtt %.0fms; the lab's own %.2f ms", idle[s], idle[s]-pathRTT, pathRTT, base)
-	}
-	pf, fq := loaded["pfifo_fast+bql"], loaded["fq_codel+bql"]
-	add("fq_codel+bql", "loaded ping far below pfifo_fast's", fq-pathRTT < (pf-pathRTT)/4, "median %.1f ms vs %.1f ms (path %.0f ms)", fq, pf, pathRTT)
 
-	// l4s_rtt_fair: the L4S packets (ECT(1), CE) on a path of their own, 10 ms
-	// against the classic packets' 50 (a prio root with a netem per band on both
-	// path devices, u32 sending the ECT(1) and CE packets to the first). The
-	// class probes mark their requests and replies alike, so each sees its
-	// class's round trip, idle; the guests and the path devices are as found after.
-	const l4sRTT = 10.0
-	addSetup(t, invPath, "dualpi2-rtt", &inventory.SetupSpec{Extends: "mq+dualpi2+bql", Params: map[string]string{"min_qlen_step": "1"},
-		Netem: &inventory.NetemSpec{Delay: "25000us", Limit: 10000, L4S: &inventory.NetemSpec{Delay: "5000us", Limit: 10000}}})
-	began := time.Now()
-	fairDir := filepath.Join(out, "l4s_rtt_fair")
-	stdout, stderr, err = bb(t, 10*time.Minute, "run", "-H", invPath, "-l", "30", "-d", "5", "-o", fairDir, "--setup", "dualpi2-rtt", "l4s_rtt_fair")
-	if err != nil {
-		t.Fatalf("l4s_rtt_fair: %v\n%s\n%s", err, stdout, stderr)
-	}
-	t.Logf("l4s_rtt_fair with dualpi2-rtt took %v:\n%s", time.Since(began).Round(time.Second), stdout)
-	if after := guestState(t, inv) + pathState(t, inv); after != before {
-		t.Errorf("after l4s_rtt_fair the guests are not as they were:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-	paths, _ = filepath.Glob(filepath.Join(fairDir, "*.bb.json.gz"))
-	if len(paths) != 1 {
-		t.Fatalf("l4s_rtt_fair: data files %v", paths)
-	}
-	r, err := datafile.Read(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := r.Metadata.Path
-	ok := p != nil && len(p.Devices) == 2 && p.Netem == "limit 10000 delay 25000us" && p.L4S == "limit 10000 delay 5000us"
-	for i := 0; ok && i < len(p.Devices); i++ {
-		rb := string(p.Devices[i].ReadBack)
-		ok = strings.Count(rb, `"kind":"netem"`) == 2 && strings.Contains(rb, `"kind":"prio"`)
-	}
-	var words string
-	if p != nil {
-		words = fmt.Sprintf("netem %s; for ECT(1) and CE netem %s; on %d devices", p.Netem, p.L4S, len(p.Devices))
-	}
-	add("dualpi2-rtt", "l4s_rtt_fair: a netem per class on the path (kernel's read-back)", ok, "%s", words)
-	rows := summaryRows(t, paths[0])
-	l, c := rows["Ping (ms) UDP L4S RTT idle"], rows["Ping (ms) UDP classic RTT idle"]
-	add("dualpi2-rtt", "l4s_rtt_fair: the L4S probe's idle RTT is its path's plus the lab's own", l >= l4sRTT-0.5 && l <= l4sRTT+base+emulationSlack,
-		"median %.2f ms over a %.0f ms path; the lab's own %.2f ms", l, l4sRTT, base)
-	add("dualpi2-rtt", "l4s_rtt_fair: the classic probe's idle RTT is its path's plus the lab's own", c >= pathRTT-0.5 && c <= pathRTT+base+emulationSlack,
-		"median %.2f ms over a %.0f ms path; rate balance %.2f (TCP %.2f, L4S %.2f Mbit/s, %.1f CE marks/s)", c, pathRTT,
-		rows["rate balance"], rows["TCP download::1"], rows["L4S download"], rows["L4S download CE marks"])
+		checks := newCheckTable(t)
+		add := checks.add
+		for s, r := range runs {
+			p := r.Metadata.Path
+			ok := p != nil && len(p.Devices) == 2 && strings.Contains(p.Netem, "delay 25000us")
+			words, on := "", []string{}
+			if p != nil {
+				words = p.Netem
+				for _, d := range p.Devices {
+					ok = ok && strings.Contains(string(d.ReadBack), `"kind":"netem"`)
+					on = append(on, d.Host+":"+d.Dev)
+				}
+			}
+			add(s, "path netem applied (kernel's read-back)", ok, "netem %s on %s", words, strings.Join(on, ", "))
+		}
+		idle, loaded := map[string]float64{}, map[string]float64{}
+		for s, r := range runs {
+			i, l := pingPhases(r)
+			idle[s], loaded[s] = median(i), median(l)
+		}
+		for s := range runs {
+			// At least the path's RTT (kernel stamps: netem never gives less than it
+			// was asked), and at most that plus the lab's own and emulationSlack.
+			add(s, "idle ping is the path's RTT plus the lab's own", idle[s] >= pathRTT-0.5 && idle[s] <= pathRTT+base+emulationSlack,
+				"median %.2f ms: %.2f ms over --rtt %.0fms; the lab's own %.2f ms", idle[s], idle[s]-pathRTT, pathRTT, base)
+		}
+		pf, fq := loaded["pfifo_fast+bql"], loaded["fq_codel+bql"]
+		add("fq_codel+bql", "loaded ping far below pfifo_fast's", fq-pathRTT < (pf-pathRTT)/4, "median %.1f ms vs %.1f ms (path %.0f ms)", fq, pf, pathRTT)
 
-	t.Logf("VM lab path checks (tcp_4down, 20 s, line rate %.0f Mbit/s, path RTT %.0f ms):\n%s", rate/1e6, pathRTT, checks.String())
+		// l4s_rtt_fair: the L4S packets (ECT(1), CE) on a path of their own, 10 ms
+		// against the classic packets' 50 (a prio root with a netem per band on both
+		// path devices, u32 sending the ECT(1) and CE packets to the first). The
+		// class probes mark their requests and replies alike, so each sees its
+		// class's round trip, idle; the guests and the path devices are as found after.
+		const l4sRTT = 10.0
+		addSetup(t, invPath, "dualpi2-rtt", &inventory.SetupSpec{Extends: "mq+dualpi2+bql", Params: map[string]string{"min_qlen_step": "1"},
+			Netem: &inventory.NetemSpec{Delay: "25000us", Limit: 10000, L4S: &inventory.NetemSpec{Delay: "5000us", Limit: 10000}}})
+		began := time.Now()
+		fairDir := filepath.Join(out, "l4s_rtt_fair")
+		stdout, stderr, err = bb(t, 10*time.Minute, "run", "-H", invPath, "-l", "30", "-d", "5", "-o", fairDir, "--setup", "dualpi2-rtt", "l4s_rtt_fair")
+		if err != nil {
+			t.Fatalf("l4s_rtt_fair: %v\n%s\n%s", err, stdout, stderr)
+		}
+		t.Logf("l4s_rtt_fair with dualpi2-rtt took %v:\n%s", time.Since(began).Round(time.Second), stdout)
+		if after := guestState(t, inv) + pathState(t, inv); after != before {
+			t.Errorf("after l4s_rtt_fair the guests are not as they were:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+		paths, _ = filepath.Glob(filepath.Join(fairDir, "*.bb.json.gz"))
+		if len(paths) != 1 {
+			t.Fatalf("l4s_rtt_fair: data files %v", paths)
+		}
+		r, err := datafile.Read(paths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := r.Metadata.Path
+		ok := p != nil && len(p.Devices) == 2 && p.Netem == "limit 10000 delay 25000us" && p.L4S == "limit 10000 delay 5000us"
+		for i := 0; ok && i < len(p.Devices); i++ {
+			rb := string(p.Devices[i].ReadBack)
+			ok = strings.Count(rb, `"kind":"netem"`) == 2 && strings.Contains(rb, `"kind":"prio"`)
+		}
+		var words string
+		if p != nil {
+			words = fmt.Sprintf("netem %s; for ECT(1) and CE netem %s; on %d devices", p.Netem, p.L4S, len(p.Devices))
+		}
+		add("dualpi2-rtt", "l4s_rtt_fair: a netem per class on the path (kernel's read-back)", ok, "%s", words)
+		rows := summaryRows(t, paths[0])
+		l, c := rows["Ping (ms) UDP L4S RTT idle"], rows["Ping (ms) UDP classic RTT idle"]
+		add("dualpi2-rtt", "l4s_rtt_fair: the L4S probe's idle RTT is its path's plus the lab's own", l >= l4sRTT-0.5 && l <= l4sRTT+base+emulationSlack,
+			"median %.2f ms over a %.0f ms path; the lab's own %.2f ms", l, l4sRTT, base)
+		add("dualpi2-rtt", "l4s_rtt_fair: the classic probe's idle RTT is its path's plus the lab's own", c >= pathRTT-0.5 && c <= pathRTT+base+emulationSlack,
+			"median %.2f ms over a %.0f ms path; rate balance %.2f (TCP %.2f, L4S %.2f Mbit/s, %.1f CE marks/s)", c, pathRTT,
+			rows["rate balance"], rows["TCP download::1"], rows["L4S download"], rows["L4S download CE marks"])
+
+		t.Logf("VM lab path checks (tcp_4down, 20 s, line rate %.0f Mbit/s, path RTT %.0f ms):\n%s", rate/1e6, pathRTT, checks.String())
+	})
 }
 
 // cakeIngress is the ingress shaping check, on TestVMLab's lab: cake in ingress mode
