@@ -24,6 +24,11 @@ const batchSetups = `setups:
 // regression: 2-second runs of 4 streams leave a 100k bfifo (16 ms at 50mbit)
 // anywhere from two thirds to wholly full, and CI saw the median of 3 identical
 // runs move +31%; the worse batch's 300k bfifo triples the queue (+150% or more).
+// The throughput thresholds only have to hold still between identical batches
+// (the worse batch is worse in its queue, not its rate). Download holds within
+// 4% from run to run, but the 100k bfifo's uploads do not: a stream that loses
+// its first packets waits out a retransmission timeout, and 8 identical 2-second
+// runs read 40.9 to 48.0 Mbit/s; CI saw the median of 3 move -6.2%.
 func writeBatch(t *testing.T, dir, name, inv string, reps int) string {
 	t.Helper()
 	p := filepath.Join(dir, name+".yaml")
@@ -44,7 +49,7 @@ before:
 thresholds:
   - {metric: Ping (ms) ICMP loaded median, worse: "+75%%"}
   - {metric: TCP download sum, worse: "-5%%"}
-  - {metric: TCP upload sum, worse: "-5%%"}
+  - {metric: TCP upload sum, worse: "-20%%"}
 `, name, inv, filepath.Join(dir, "results"), reps)
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
