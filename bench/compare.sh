@@ -11,7 +11,8 @@
 #   - sampling cost: tcp_4down at a 4x shorter step (4x the qdisc, stream and ping
 #     samples) against the default step, and with the sojourn sampler (the BPF
 #     programs on every qdisc enqueue and dequeue; on a lab with a pfifo root)
-#     against without it, each in pairs of runs back to back;
+#     against without it, each in pairs of short runs back to back, with the
+#     ratio's 95% interval;
 #   - idle ICMP RTT: bloatbench's kernel-timestamped ping vs fping, at the same time;
 #   - probe loss: an idle ping at a 10 ms interval over the scale run's length, and
 #     fping -p 10 alongside;
@@ -24,7 +25,8 @@
 #     more than 5% of their grid.
 # Usage: bash bench/compare.sh [SECONDS] [ROUNDS] [SCALE_SECONDS]
 #   (as root; make bench builds first; defaults 10 s, 3 rounds, 60 s for the scale run;
-#   BENCH_STREAMS="1 2 4 8 16" sets the scaling table's stream counts)
+#   BENCH_STREAMS="1 2 4 8 16" sets the scaling table's stream counts;
+#   BENCH_PAIRS and BENCH_PAIR_SECONDS the sampling rows' pairs, 16 of 3 s)
 # Every table is headed by the machine it ran on: CPU model and count, kernel,
 # default congestion control. Both tools run on the same lab with their defaults;
 # bloatbench's streams send with sendfile and receive with MSG_TRUNC, iperf3
@@ -34,6 +36,15 @@ cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${2:-3}
 scale_secs=${3:-60}
+# The sampling rows' pairs: many short ones, not a few of SECONDS. Measured here
+# (tcp_4down, unshaped, -s 0.05 against -s 0.2, which first alternating): 12 pairs
+# of 3 s read 41.8-45.5 Gbit/s, the pairs' log ratios spread by 0.020 (standard
+# deviation); 6 pairs of 10 s read 33.6-42.5, spread 0.067. A longer run is more
+# likely to hold one of the machine's slow spells, which the other run of its pair
+# does not, so at the same total time 16 pairs of 3 s measure the ratio about five
+# times as closely as 6 of 10 s.
+pairs=${BENCH_PAIRS:-16}
+pair_secs=${BENCH_PAIR_SECONDS:-3}
 bb=./bloatbench
 [ -x "$bb" ] || go build -o "$bb" ./cmd/bloatbench
 work=$(mktemp -d)
@@ -141,14 +152,14 @@ wait "$tracer"
 # Sampling's cost: tcp_4down at a 4x shorter step against the default one, in
 # pairs back to back, which first alternating, as the sojourn sampler's below;
 # the row is the geometric mean of the pairs' ratios (paired() says why).
-for r in $(seq $((rounds * 2))); do
+for r in $(seq "$pairs"); do
   order="fast default"
   [ $((r % 2)) -eq 0 ] && order="default fast"
   for o in $order; do
     if [ "$o" = fast ]; then
-      mb=$(run "$work/fast.log" -H "$inv" -l "$secs" -d 0 -s 0.05 tcp_4down | sum_row)
+      mb=$(run "$work/fast.log" -H "$inv" -l "$pair_secs" -d 0 -s 0.05 tcp_4down | sum_row)
     else
-      mb=$(run "$work/default.log" -H "$inv" -l "$secs" -d 0 tcp_4down | sum_row)
+      mb=$(run "$work/default.log" -H "$inv" -l "$pair_secs" -d 0 tcp_4down | sum_row)
     fi
     echo "$r,step-$o,$mb,," >> "$work/tput.csv"
   done
@@ -161,15 +172,14 @@ done
 # ratios. On a lab of its own, unshaped with a pfifo root: the unshaped lab's
 # veths have no qdisc (noqueue), where the sampler loads no programs.
 "$bb" testbed up --out "$queued" --queue pfifo:1000 >/dev/null
-pairs=$((rounds * 2))
 for r in $(seq "$pairs"); do
   order="with without"
   [ $((r % 2)) -eq 0 ] && order="without with"
   for o in $order; do
     if [ "$o" = with ]; then
-      mb=$(run "$work/sojourn.log" -H "$queued" -l "$secs" -d 0 tcp_4down | sum_row)
+      mb=$(run "$work/sojourn.log" -H "$queued" -l "$pair_secs" -d 0 tcp_4down | sum_row)
     else
-      mb=$(run "$work/nosojourn.log" -H "$queued" -l "$secs" -d 0 --no-sampler sojourn tcp_4down | sum_row)
+      mb=$(run "$work/nosojourn.log" -H "$queued" -l "$pair_secs" -d 0 --no-sampler sojourn tcp_4down | sum_row)
     fi
     echo "$r,sojourn-$o,$mb,," >> "$work/tput.csv"
   done
@@ -264,7 +274,7 @@ done > "$work/summary-times.txt"
 
 machine="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, Linux $(uname -r), congestion control $(sysctl -n net.ipv4.tcp_congestion_control), iperf3 $(iperf3 --version | head -1 | awk '{print $2}')"
 python3 - "$work" "$secs" "$rounds" "$scale_secs" "$idle_file" "$loaded_file" "$scale_file" \
-  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" "$loss_file" "$machine" <<'PY'
+  "$ours_wall" "$ours_nominal" "$ours_wall0" "$flent_wall" "$loss_file" "$machine" "$pair_secs" <<'PY'
 import csv, gzip, json, math, os, re, statistics, sys
 work, secs, rounds, scale_secs = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 idle_file, loaded_file, scale_file = sys.argv[5:8]
@@ -272,6 +282,7 @@ ours_wall, ours_nominal, ours_wall0 = float(sys.argv[8]), float(sys.argv[9]), fl
 flent_wall = float(sys.argv[11]) if sys.argv[11] else None
 loss_file = sys.argv[12]
 machine = sys.argv[13]
+pair_secs = float(sys.argv[14])
 
 rows = list(csv.DictReader(open(os.path.join(work, "tput.csv"))))
 def med(tool, key):
@@ -293,9 +304,22 @@ def paired(a, b):
     gm = lambda xs: math.exp(statistics.fmean(math.log(x) for x in xs))
     ratio = gm(p[a] / p[b] for p in full.values())
     order = gm(p[first[k]] / p[b if first[k] == a else a] for k, p in full.items())
-    return med(a, "mbits"), med(b, "mbits"), ratio, len(full), order
-fm, dm, fratio, fpairs, forder = paired("step-fast", "step-default")
-sw, sn, sratio, spairs, sorder = paired("sojourn-with", "sojourn-without")
+    # The ratio's 95% interval, as a crossover design has it: the log ratios of
+    # the a-first and the b-first pairs are two samples (each holds the period
+    # effect once, with opposite signs), the estimate is half the sum of their
+    # means, and its variance a quarter of the sum of theirs; Student's t with
+    # n - 2 degrees of freedom (Cornish-Fisher's expansion of it: within 0.2% of
+    # the table from 10 degrees on, 1.7% below it at 4).
+    groups = [[math.log(p[a] / p[b]) for k, p in full.items() if first[k] == f] for f in (a, b)]
+    lo = hi = float("nan")
+    if all(len(g) >= 2 for g in groups):
+        var = sum(statistics.variance(g) / len(g) for g in groups) / 4
+        df, z = len(full) - 2, 1.959964
+        t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        lo, hi = ratio * math.exp(-t * math.sqrt(var)), ratio * math.exp(t * math.sqrt(var))
+    return med(a, "mbits"), med(b, "mbits"), ratio, len(full), order, lo, hi
+fm, dm, fratio, fpairs, forder, flo, fhi = paired("step-fast", "step-default")
+sw, sn, sratio, spairs, sorder, slo, shi = paired("sojourn-with", "sojourn-without")
 bc, ic = med("bloatbench", "cpu_seconds"), med("iperf3", "cpu_seconds")
 # Throughput per busy CPU second: the tools' efficiency when the CPU is the limit.
 be, ie = bm * secs / bc, im * secs / ic
@@ -384,8 +408,8 @@ print(f"| CPU busy during the run, core-seconds | {bc:.1f} | {ic:.1f} | {bc/ic:.
 print(f"| Mbit per CPU core-second | {be:.0f} | {ie:.0f} | {be/ie:.2f} |")
 print(f"| CPU busy in the streams' time (t0 + delay to + length; iperf3: its whole run), core-seconds | {bs:.1f} | {ic:.1f} | {bs/ic:.2f} |")
 print(f"| Mbit per CPU core-second of the streams' time | {bse:.0f} | {ie:.0f} | {bse/ie:.2f} |")
-print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2; {fpairs} pairs back to back, which first alternating, the ratio the geometric mean of theirs; a pair's first run made {forder:.3f}x its second) | {fm:.0f} | {dm:.0f} | {fratio:.3f} |")
-print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {spairs} pairs back to back, as above; first/second {sorder:.3f}x) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
+print(f"| TCP 4 streams down at -s 0.05 (4x the samples), Mbit/s (vs -s 0.2; {fpairs} pairs of {pair_secs:g} s back to back, which first alternating, the ratio the geometric mean of theirs, 95% interval {flo:.3f}-{fhi:.3f}; a pair's first run made {forder:.3f}x its second) | {fm:.0f} | {dm:.0f} | {fratio:.3f} |")
+print(f"| TCP 4 streams down with the sojourn sampler (BPF on every enqueue, dequeue and hand-off to a driver; a pfifo root on the unshaped lab), Mbit/s (vs --no-sampler sojourn; {spairs} pairs of {pair_secs:g} s back to back, as above, 95% interval {slo:.3f}-{shi:.3f}; first/second {sorder:.3f}x) | {sw:.0f} | {sn:.0f} | {sratio:.3f} |")
 print(f"| idle ICMP RTT median, ms (fping -p 200 alongside) | {ours_idle:.3f} | {fping_idle:.3f} | {ours_idle/fping_idle:.2f} |")
 if ours_loaded and fping_loaded:
     ol, fl = statistics.median(ours_loaded), statistics.median(fping_loaded)
