@@ -26,7 +26,8 @@
 # Usage: bash bench/compare.sh [SECONDS] [ROUNDS] [SCALE_SECONDS]
 #   (as root; make bench builds first; defaults 10 s, 3 rounds, 60 s for the scale run;
 #   BENCH_STREAMS="1 2 4 8 16" sets the scaling table's stream counts;
-#   BENCH_PAIRS and BENCH_PAIR_SECONDS the sampling rows' pairs, 16 of 3 s)
+#   BENCH_PAIRS and BENCH_PAIR_SECONDS the sampling rows' pairs, 16 of 3 s;
+#   BENCH_KEEP=DIR keeps the per-run numbers there)
 # Every table is headed by the machine it ran on: CPU model and count, kernel,
 # default congestion control. Both tools run on the same lab with their defaults;
 # bloatbench's streams send with sendfile and receive with MSG_TRUNC, iperf3
@@ -50,6 +51,11 @@ bb=./bloatbench
 work=$(mktemp -d)
 inv="$work/lab.yaml" shaped="$work/shaped.yaml" queued="$work/queued.yaml"
 cleanup() {
+  # BENCH_KEEP=DIR keeps every run's numbers (tput.csv: the tcp_4down rounds and the
+  # sampling pairs; ladder.csv: the scaling rounds), so that a cell can be explained.
+  if [ -n "${BENCH_KEEP:-}" ]; then
+    mkdir -p "$BENCH_KEEP" && cp "$work"/*.csv "$BENCH_KEEP"/ 2>/dev/null || true
+  fi
   touch "$work/cpu-trace.stop"
   # the tracer may not look for its stop file before the directory goes
   [ -z "${tracer:-}" ] || kill "$tracer" 2>/dev/null || true
