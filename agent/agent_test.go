@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/e2eutil"
+	"github.com/bloatbench/bloatbench/remote"
 	"github.com/bloatbench/bloatbench/runners"
 )
 
@@ -340,5 +343,56 @@ func TestServerExec(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("the Exec was given %+v, want %+v", got, want)
+	}
+}
+
+// Execute runs a line of plain words without a shell, and everything else, or a
+// program it cannot start itself, through sh, with sh's answers: the same output,
+// stdin, exit status and "not found" as before. A sh first on PATH says when it ran.
+func TestExecuteShellOnlyWhenNeeded(t *testing.T) {
+	dir := t.TempDir()
+	shell, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sh"), []byte("#!"+shell+"\necho via-sh >&2\nexec "+shell+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A program with no #! line: the kernel will not run it, sh does.
+	if err := os.WriteFile(filepath.Join(dir, "bb-script"), []byte("echo script \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cases := []struct {
+		cmd, stdin, out string
+		exit            int
+		viaSh           bool
+		stderr          string
+	}{
+		{cmd: "tr a-z A-Z", stdin: "tc qdisc\n", out: "TC QDISC\n"},
+		{cmd: remote.Command("/usr/bin/printf", "%s|", "a b", "it's", "$HOME"), out: "a b|it's|$HOME|"},
+		{cmd: remote.Command("sh", "-c", `echo "$1"; exit 4`, "sh", "x y"), out: "x y\n", exit: 4, viaSh: true},
+		{cmd: "echo a | tr a-z A-Z", out: "A\n", viaSh: true},
+		{cmd: "echo builtin", out: "builtin\n", viaSh: true},
+		{cmd: "X=1 env", viaSh: true},
+		{cmd: "bb-no-such-program x", exit: 127, viaSh: true, stderr: "not found"},
+		{cmd: "bb-script 1 2", out: "script 1 2\n", viaSh: true},
+		{cmd: "false", exit: 1, viaSh: true},
+		{cmd: "ls /bb-no-such-file", exit: 2},
+	}
+	for _, c := range cases {
+		r := Execute(context.Background(), ExecSpec{Cmd: c.cmd, Stdin: []byte(c.stdin), Timeout: 30})
+		viaSh := strings.Contains(string(r.Stderr), "via-sh")
+		if c.cmd == "X=1 env" {
+			if !strings.Contains(string(r.Stdout), "\nX=1\n") {
+				t.Errorf("%q: the assignment did not reach env: %q", c.cmd, r.Stdout)
+			}
+		} else if string(r.Stdout) != c.out {
+			t.Errorf("%q: output %q, want %q", c.cmd, r.Stdout, c.out)
+		}
+		if r.Exit != c.exit || viaSh != c.viaSh || !strings.Contains(string(r.Stderr), c.stderr) {
+			t.Errorf("%q: exit %d, through sh %v, stderr %q; want exit %d, through sh %v, stderr with %q",
+				c.cmd, r.Exit, viaSh, r.Stderr, c.exit, c.viaSh, c.stderr)
+		}
 	}
 }
