@@ -379,6 +379,8 @@ func TestExecuteShellOnlyWhenNeeded(t *testing.T) {
 		{cmd: "bb-script 1 2", out: "script 1 2\n", viaSh: true},
 		{cmd: "false", exit: 1, viaSh: true},
 		{cmd: "ls /bb-no-such-file", exit: 2},
+		{cmd: remote.Command("sh", "-c", "kill -TERM $$"), exit: 128 + int(syscall.SIGTERM), viaSh: true},
+		{cmd: "sh -c 'kill -TERM $$' | cat", exit: 0, viaSh: true},
 	}
 	for _, c := range cases {
 		r := Execute(context.Background(), ExecSpec{Cmd: c.cmd, Stdin: []byte(c.stdin), Timeout: 30})

@@ -471,6 +471,11 @@ func execute(ctx context.Context, cmd *exec.Cmd, spec ExecSpec) (r *ExecResult, 
 		r.Exit, r.Killed = -1, true
 	case errors.As(err, &ee):
 		r.Exit = ee.ExitCode()
+		// A program a signal ended: its status as a shell gives it, 128 plus the
+		// signal, not os/exec's -1.
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.Exit = 128 + int(ws.Signal())
+		}
 	case err != nil:
 		r.Exit = -1
 		r.Stderr = append(r.Stderr, err.Error()...)
