@@ -32,10 +32,12 @@ var bin string
 
 // functional marks a test that checks no number the machine's load can move (no
 // latency, rate or time bound tighter than a hang's): it runs in parallel with the
-// other such tests, on a lab of its own. go test starts the parallel tests once
-// every other test of the package has ended, so they never share the machine
-// with a test that measures; scripts/test gives them -parallel 4, since they
-// mostly wait on their runs.
+// other such tests, on a lab of its own. In one go test, the parallel tests start
+// once every other test of the package has ended, so they never share the machine
+// with a test that measures. make test (scripts/test) runs them in a go test of
+// their own, four at a time, at idle priority beside the tests that measure: it
+// finds them by this call, which must be a line of its own in the Test function's
+// body.
 func functional(t *testing.T) {
 	t.Parallel()
 }
