@@ -2,7 +2,10 @@ package testbed
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -173,6 +176,85 @@ func TestVMInventoryPath(t *testing.T) {
 		got += fmt.Sprintf(" on %v; bottlenecks %v", path, bottlenecks)
 		if got != c.want {
 			t.Errorf("--rtt %v: %s\nwant %s", c.rtt, got, c.want)
+		}
+	}
+}
+
+// writeELF writes a relocatable x86-64 ELF file with sections of the given names
+// and sizes (zeros), as a kernel module's layout is: what moduleDebugBytes reads.
+func writeELF(t *testing.T, path string, sections []elfSection) {
+	t.Helper()
+	shstr := []byte{0}
+	var data bytes.Buffer
+	const ehsize = 64
+	hdrs := []elf.Section64{{}} // index 0 is the null section
+	for _, s := range append(sections, elfSection{".shstrtab", 0}) {
+		name := uint32(len(shstr))
+		shstr = append(append(shstr, s.name...), 0)
+		body := make([]byte, s.size)
+		typ := elf.SHT_PROGBITS
+		if s.name == ".shstrtab" {
+			body, typ = shstr, elf.SHT_STRTAB
+		}
+		hdrs = append(hdrs, elf.Section64{Name: name, Type: uint32(typ), Off: uint64(ehsize + data.Len()), Size: uint64(len(body)), Addralign: 1})
+		data.Write(body)
+	}
+	h := elf.Header64{Type: uint16(elf.ET_REL), Machine: uint16(elf.EM_X86_64), Version: uint32(elf.EV_CURRENT),
+		Shoff: uint64(ehsize + data.Len()), Ehsize: ehsize, Shentsize: 64, Shnum: uint16(len(hdrs)), Shstrndx: uint16(len(hdrs) - 1)}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	var out bytes.Buffer
+	for _, v := range []any{h, data.Bytes(), hdrs} {
+		if err := binary.Write(&out, binary.LittleEndian, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type elfSection struct {
+	name string
+	size int
+}
+
+// A --module is checked before any guest boots: a file that is no kernel module is
+// refused naming it, and one that carries debug sections gets a warning of what
+// they cost each boot (fw_cfg is slow under emulation) and how to be rid of them.
+func TestVMModuleChecked(t *testing.T) {
+	dir := t.TempDir()
+	module := func(name string, sections ...elfSection) string {
+		p := filepath.Join(dir, name)
+		writeELF(t, p, sections)
+		return p
+	}
+	text := filepath.Join(dir, "notes.ko")
+	if err := os.WriteFile(text, []byte("not a module\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		module string
+		want   string // the error's words, or the log's ("" for none)
+	}{
+		{module("stripped.ko", elfSection{".text", 4096}, elfSection{".modinfo", 64}), ""},
+		{module("small-debug.ko", elfSection{".text", 4096}, elfSection{".modinfo", 64}, elfSection{".debug_info", 32 << 10}), ""},
+		{module("debug.ko", elfSection{".text", 4096}, elfSection{".modinfo", 64}, elfSection{".debug_info", 400 << 10}, elfSection{".rela.debug_info", 300 << 10}, elfSection{".debug_line", 200 << 10}),
+			"debug.ko: 900 KB of it are debug sections, which each guest reads through fw_cfg at about 100 KB/s: about 9 s more of every boot; a copy made with `strip --strip-debug`"},
+		{module("object.ko", elfSection{".text", 4096}), "error: --module " + filepath.Join(dir, "object.ko") + ": an ELF file without a .modinfo section, so not a kernel module"},
+		{text, "error: --module " + text + ": not a kernel module: "},
+	}
+	for _, c := range cases {
+		o := VMOptions{Modules: []string{c.module}}
+		got := ""
+		if err := o.check(); err != nil {
+			got = "error: " + err.Error()
+		} else {
+			warnings, _ := o.checkModules()
+			got = strings.Join(warnings, "\n")
+		}
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s: got %q, want %q", filepath.Base(c.module), got, c.want)
 		}
 	}
 }
