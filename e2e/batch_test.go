@@ -286,7 +286,9 @@ func TestSecondRunOnABottleneckRefused(t *testing.T) {
 	functional(t)
 	invPath, _ := lab(t, "--rate", "100mbit")
 	state := []string{"XDG_STATE_HOME=" + t.TempDir()}
-	first := startRun(t, state, "run", "-H", invPath, "-l", "20", "-d", "1", "-o", t.TempDir(), "tcp_4down")
+	// Long enough to be running still when the second run has logged in, however
+	// slowly (make test runs this at idle priority); it is interrupted after that.
+	first := startRun(t, state, "run", "-H", invPath, "-l", "60", "-d", "1", "-o", t.TempDir(), "tcp_4down")
 	first.waitLog(t, "streams started")
 	out := t.TempDir()
 	r := bbEnv(t, state, "run", "-H", invPath, "-l", "2", "-d", "0", "-o", out, "tcp_4down")

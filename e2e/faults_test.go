@@ -334,8 +334,11 @@ func TestAgentStartedAgainForNextRun(t *testing.T) {
 	invPath, inv := setupLab(t)
 	before := labState(t, inv)
 	out := t.TempDir()
+	// The agent is killed a second into the first run's streams: 10 s leave room
+	// for a slow kill (make test runs this at idle priority), which must land in
+	// the first run, not the second.
 	r := startRun(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, "run", "-H", invPath, "--setup", "htb+bfifo", "--setup", "mq+pfifo",
-		"-l", "4", "-d", "1", "-o", out, "tcp_4down")
+		"-l", "10", "-d", "1", "-o", out, "tcp_4down")
 	r.waitLog(t, "streams started")
 	time.Sleep(time.Second)
 	killAgent(t, inv.Testbed+"-server")
