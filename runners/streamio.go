@@ -283,29 +283,45 @@ func (l *lowWater) stalled(c *net.TCPConn, fd int) {
 }
 
 // StreamGate bounds how many of an agent's streams are in a send or receive system
-// call at once. On a fast path those calls are long (on veth the receiver's softirq
-// runs in the sender's call), and with 1024 streams nearly all of them are runnable
-// at once: the agent's other goroutines, the qdisc sampler and the ping, waited
-// behind them in Go's run queue, and the tc it reads got little CPU. The server's
-// qdisc series missed 68-72% of their grid with 1024 streams; bounded, none. Streams
-// past the bound wait parked in Go. Bounded to the processors alone it cost 4
-// streams a fifth of their throughput on 2 cores, so the bound is a few streams per
-// processor (NewStreamGate), and it only counts once the streams outnumber it. With
-// 1024 streams on 2 cores, side by side: no bound 25.0 Gbit/s and 67% of the
-// server's qdisc grid missed; 16 per processor 20.0 and 7% missed; 4 per processor
-// 18.5 and none missed.
+// call at once, once there are many streams. On a fast path those calls are long
+// (on veth the receiver's softirq runs in the sender's call), and with 1024 streams
+// nearly all of them are runnable at once: the agent's other goroutines, the qdisc
+// sampler and the ping, waited behind them in Go's run queue, and the tc it reads
+// got little CPU. The server's qdisc series missed 68-72% of their grid with 1024
+// streams; bounded, none. Streams past the bound wait parked in Go. With 1024
+// streams on 2 cores, side by side: no bound 25.0 Gbit/s and 67% of the server's
+// qdisc grid missed; 16 per processor 20.0 and 7% missed; 4 per processor 18.5 and
+// none missed.
+//
+// The bound costs throughput wherever it holds streams back, whatever its size: on
+// 2 cores, 20 s runs, 64 streams made 36 Gbit/s unbounded, 28 with 16 slots per
+// processor and 27 with 4; 16 streams 32-37 unbounded against 29-33 with 4 per
+// processor (NewStreamGate's, which held 16 streams back then). And it is not
+// needed below a few dozen streams: unbounded, 16 and 32 streams kept every qdisc
+// and ping sample on its grid (110 of 110, twice each), 64 streams lost 6 of the
+// server's 110. So the gate engages only past engageAt streams (16 per processor),
+// and then bounds them to its slots (4 per processor). Below that it costs an
+// atomic load per system call.
 //
 // One agent has one, shared by all its stream jobs (Env.Streams); a nil gate
 // bounds nothing.
 type StreamGate struct {
-	slots  chan struct{}
-	active atomic.Int64 // streams moving bytes
+	slots    chan struct{}
+	engageAt int64        // more streams than this, and the slots bound them
+	active   atomic.Int64 // streams moving bytes
 }
 
-// NewStreamGate is the bound an agent's streams share: 4 per processor.
-func NewStreamGate() *StreamGate { return newStreamGate(4 * runtime.GOMAXPROCS(0)) }
+// NewStreamGate is the bound an agent's streams share: past 16 streams per
+// processor, 4 per processor in system calls at once.
+func NewStreamGate() *StreamGate {
+	p := runtime.GOMAXPROCS(0)
+	return newStreamGate(4*p, 16*p)
+}
 
-func newStreamGate(n int) *StreamGate { return &StreamGate{slots: make(chan struct{}, max(n, 1))} }
+func newStreamGate(slots, engageAt int) *StreamGate {
+	slots = max(slots, 1)
+	return &StreamGate{slots: make(chan struct{}, slots), engageAt: int64(max(engageAt, slots))}
+}
 
 // stream counts a stream in for as long as it moves bytes; call the result when it
 // stops.
@@ -317,11 +333,11 @@ func (g *StreamGate) stream() (done func()) {
 	return func() { g.active.Add(-1) }
 }
 
-// enter waits for a slot when streams outnumber the slots; held says whether it took
-// one, for leave. While there are no more streams than slots it costs an atomic
-// load, not a channel's lock, per system call.
+// enter waits for a slot when the streams are more than engageAt; held says whether
+// it took one, for leave. Below that it costs an atomic load, not a channel's lock,
+// per system call.
 func (g *StreamGate) enter() (held bool) {
-	if g == nil || g.active.Load() <= int64(cap(g.slots)) {
+	if g == nil || g.active.Load() <= g.engageAt {
 		return false
 	}
 	g.slots <- struct{}{}

@@ -120,16 +120,16 @@ func TestStreamsOverLoopback(t *testing.T) {
 	}
 }
 
-func TestStreamGateOnlyBeyondItsSlots(t *testing.T) {
-	g := newStreamGate(2)
-	done := []func(){g.stream(), g.stream()}
+func TestStreamGateOnlyBeyondItsThreshold(t *testing.T) {
+	g := newStreamGate(2, 3)
+	done := []func(){g.stream(), g.stream(), g.stream()}
 	if g.enter() {
-		t.Error("2 streams and 2 slots: a slot taken")
+		t.Error("3 streams, 2 slots engaged past 3: a slot taken")
 	}
 	done = append(done, g.stream())
 	a, b := g.enter(), g.enter()
 	if !a || !b || len(g.slots) != 2 {
-		t.Errorf("3 streams and 2 slots: entered %v %v, %d slots taken", a, b, len(g.slots))
+		t.Errorf("4 streams and 2 slots: entered %v %v, %d slots taken", a, b, len(g.slots))
 	}
 	g.leave(a)
 	g.leave(b)
@@ -138,6 +138,11 @@ func TestStreamGateOnlyBeyondItsSlots(t *testing.T) {
 	}
 	if len(g.slots) != 0 || g.active.Load() != 0 || g.enter() {
 		t.Errorf("all left: %d slots, %d streams", len(g.slots), g.active.Load())
+	}
+	// A threshold below the slots is the slots: the gate never engages where
+	// every stream would have a slot anyway.
+	if h := newStreamGate(4, 1); h.engageAt != 4 {
+		t.Errorf("4 slots engaged past 1: engages past %d, want 4", h.engageAt)
 	}
 	// A job given no gate (tests, a runner outside an agent) is not bounded.
 	var none *StreamGate
