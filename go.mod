@@ -6,6 +6,7 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/cpuguy83/go-md2man/v2 v2.0.7
 	github.com/go-echarts/go-echarts/v2 v2.6.7
+	github.com/google/renameio/v2 v2.0.2
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/report"
+	"github.com/google/renameio/v2"
 )
 
 // The reports a lab's other tools read, written as a batch ends, after its summary
@@ -62,46 +62,25 @@ func (o *Options) writeReports(plan *Plan, res *Result, finishErr error) error {
 	if err != nil {
 		return fmt.Errorf("reports: %w", err)
 	}
+	// Each report replaces the last one whole (renameio: a synced temporary file
+	// beside it, renamed over it), so the textfile collector, or a CI reading a
+	// report as a batch ends, never reads a file half written. The temporary
+	// file's name does not end in .prom, so the collector skips it.
 	if o.JUnit != "" {
 		raw, err := junitXML(in)
 		if err == nil {
-			err = writeAtomic(o.JUnit, raw)
+			err = renameio.WriteFile(o.JUnit, raw, 0o644, renameio.WithTempDir(filepath.Dir(o.JUnit)))
 		}
 		if err != nil {
 			return fmt.Errorf("junit: %w", err)
 		}
 	}
 	if o.Metrics != "" {
-		if err := writeAtomic(o.Metrics, promText(in)); err != nil {
+		if err := renameio.WriteFile(o.Metrics, promText(in), 0o644, renameio.WithTempDir(filepath.Dir(o.Metrics))); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	return nil
-}
-
-// writeAtomic writes path by way of path.tmp, renamed over it once complete: the
-// textfile collector (and a CI reading a report as a batch ends) never reads a
-// file half written. path.tmp does not end in .prom, so the collector skips it.
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // reportInput reads the batch's records (and, for the JUnit file, its runs' data

@@ -468,24 +468,3 @@ func TestClassName(t *testing.T) {
 		}
 	}
 }
-
-// The metrics file replaces the last one whole, and no .tmp is left; a folder
-// that is not there is an error, not a file elsewhere.
-func TestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "bloatbench.prom")
-	for _, body := range []string{"first\n", "second\n"} {
-		if err := writeAtomic(path, []byte(body)); err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := os.ReadFile(path); string(got) != body {
-			t.Errorf("%q, want %q", got, body)
-		}
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("%d files in the folder, want 1", len(entries))
-	}
-	if err := writeAtomic(filepath.Join(dir, "none", "x.prom"), nil); err == nil {
-		t.Error("wrote into a missing folder")
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/google/renameio/v2"
 )
 
 // journalVersion 2 added ethtool features, filters and htb class details (tc -d -raw)
@@ -223,29 +224,16 @@ func (j *Journal) absolute() (*Journal, error) {
 	return &c, nil
 }
 
-// writeSynced replaces path with b: a synced temporary file, renamed over it, then the
-// folder synced so that the rename itself is on disk.
+// writeSynced replaces path with b: a synced temporary file beside it, renamed over
+// it (renameio), then the folder synced so that the rename itself is on disk.
+// Beside it, not in $TMPDIR: renameio would otherwise probe with files of its own
+// in both folders whether a rename between them works.
 func writeSynced(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	dir := filepath.Dir(path)
+	if err := renameio.WriteFile(path, b, 0o600, renameio.WithTempDir(dir)); err != nil {
 		return err
 	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return syncDir(dir)
 }
 
 func syncDir(dir string) error {

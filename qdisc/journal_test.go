@@ -70,8 +70,9 @@ func TestJournalSaveFsyncs(t *testing.T) {
 	}
 	text := strings.Join(lines, "\n")
 	order := []*regexp.Regexp{
-		regexp.MustCompile(`fsync\(\d+<[^>]*\.json\.tmp>\) = 0`),
-		regexp.MustCompile(`rename\w*\(.*\.json\.tmp".*\.json"`),
+		// renameio's temporary file: "." + the journal's name + digits, beside it
+		regexp.MustCompile(`fsync\(\d+<` + regexp.QuoteMeta(dir) + `/\.[^/>]*\.json\d+>\) = 0`),
+		regexp.MustCompile(`rename\w*\(.*/\.[^/"]*\.json\d+".*\.json"`),
 		regexp.MustCompile(`fsync\(\d+<` + regexp.QuoteMeta(dir) + `>\) = 0`),
 	}
 	at := 0

@@ -64,6 +64,11 @@ type VMOptions struct {
 	CacheDir string `json:"-"`
 	// Log receives the build's and the boot's progress.
 	Log io.Writer `json:"-"`
+
+	// checked is set once check has passed, with the modules' warnings, so that
+	// UpVM and the EnsureImage it calls read each module's ELF once.
+	checked        bool
+	moduleWarnings []string
 }
 
 // VMState is what `testbed down` needs of a VM lab.
@@ -139,6 +144,9 @@ const vmSndbuf = 4096
 const vmBootTimeout = 3 * time.Minute
 
 func (o *VMOptions) check() error {
+	if o.checked {
+		return nil
+	}
 	if o.Rate != "" && !rateRE.MatchString(o.Rate) {
 		return fmt.Errorf("--rate %q: write a tc rate such as 20mbit", o.Rate)
 	}
@@ -171,8 +179,12 @@ func (o *VMOptions) check() error {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
-	_, err := o.checkModules()
-	return err
+	warnings, err := o.checkModules()
+	if err != nil {
+		return err
+	}
+	o.checked, o.moduleWarnings = true, warnings
+	return nil
 }
 
 // checkModules refuses a --module that is no kernel module, and warns of one whose
@@ -368,8 +380,7 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	warnings, _ := o.checkModules() // checked above
-	for _, w := range warnings {
+	for _, w := range o.moduleWarnings {
 		fmt.Fprintln(o.Log, w)
 	}
 	if os.Geteuid() != 0 {
