@@ -266,20 +266,28 @@ func TestTracerFollowsSegmentsCutInTheQdisc(t *testing.T) {
 }
 
 // The echo packets of a ping have a histogram of their own beside every packet's:
-// one echo request sent into a full bfifo (a UDP burst ahead of it) waits its
-// drain, two sent once it has drained wait nothing; the UDP packets are not in it.
+// one echo request sent behind a UDP burst in a bfifo waits its drain, two sent
+// once it has drained wait nothing; the UDP packets are not in it.
+//
+// The burst fits the bfifo (36 datagrams of 1442 bytes on the wire, 51912 of its
+// 60000), so that no packet of the test is dropped: with a burst of 200 filling it,
+// one CI run counted 2 echo requests, not 3, and 41 of the burst, not 44 (every
+// packet 43). The bfifo's own counts are in the log to tell a qdisc that did not
+// send a packet from a tracer that did not see it.
 func TestTracerCountsEchoPacketsApart(t *testing.T) {
+	const burst = 36
 	a, sh := vethPair(t)
 	shapeTo10Mbit(sh, a)
 	// The neighbour entry first, so that the burst is not held for ARP.
 	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
 	enter(t, a)
+	sent0 := bfifoCounts(t, sh, a)
 	tr, err := Open([]string{"v0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	udpBurst(t, 200)
+	udpBurst(t, burst)
 	// The request behind the burst goes from this process, at once: a ping
 	// started after it (a fork and exec, microseconds to tens of ms on a busy
 	// machine) found the burst drained to 6.87 ms of its 47 in one CI run.
@@ -290,6 +298,7 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sent := bfifoCounts(t, sh, a)
 	var all, echo *Hist
 	for k, h := range hs {
 		switch k.Class {
@@ -303,21 +312,51 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 		t.Fatalf("want both histograms of htb 1:, have %+v", hs)
 	}
 	n := echo.Counts.Total()
-	t.Logf("every packet: %d, max %.2f ms; echo requests: %d, max %.2f ms, min bucket %.3f ms", all.Counts.Total(), float64(all.MaxNs)/1e6, n, float64(echo.MaxNs)/1e6, echo.Counts.Quantile(0)/1e6)
+	t.Logf("every packet: %d (unstamped %d), max %.2f ms; echo requests: %d, max %.2f ms, min bucket %.3f ms; the bfifo sent %d and dropped %d meanwhile",
+		all.Counts.Total(), all.Unstamped, float64(all.MaxNs)/1e6, n, float64(echo.MaxNs)/1e6, echo.Counts.Quantile(0)/1e6,
+		sent.packets-sent0.packets, sent.drops-sent0.drops)
 	if n != 3 {
 		t.Errorf("%d echo packets, want the 3 requests (the replies leave by the other namespace)", n)
 	}
-	if all.Counts.Total() < 40+n {
-		t.Errorf("every packet's histogram has %d: not the burst's", all.Counts.Total())
+	if d := sent.drops - sent0.drops; d != 0 {
+		t.Errorf("the bfifo dropped %d packets: the burst should fit", d)
 	}
-	// The first request met the burst's bfifo (up to 47 ms of it); the others
-	// an empty queue.
+	if got, want := all.Counts.Total(), sent.packets-sent0.packets; got != want {
+		t.Errorf("every packet's histogram has %d, the bfifo sent %d", got, want)
+	}
+	if all.Counts.Total() < burst+n {
+		t.Errorf("every packet's histogram has %d: not the burst's %d", all.Counts.Total(), burst)
+	}
+	// The first request met the burst in the bfifo (up to 41 ms of it); the
+	// others an empty queue.
 	if m := float64(echo.MaxNs) / 1e6; m < 20 || m > 60 {
 		t.Errorf("the request sent behind the burst waited %.2f ms, not the bfifo's drain", m)
 	}
 	if q := echo.Counts.Quantile(0.5) / 1e6; q > 1 {
 		t.Errorf("the requests sent into an empty queue waited %.2f ms (median)", q)
 	}
+}
+
+type qdiscCounts struct{ packets, drops uint64 }
+
+// bfifoCounts is what shapeTo10Mbit's bfifo has sent and dropped, by tc -s.
+func bfifoCounts(t *testing.T, sh func(args ...string) string, ns string) qdiscCounts {
+	t.Helper()
+	var stats []struct {
+		Kind    string `json:"kind"`
+		Packets uint64 `json:"packets"`
+		Drops   uint64 `json:"drops"`
+	}
+	if err := json.Unmarshal([]byte(sh("tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", "v0")), &stats); err != nil {
+		t.Fatalf("tc -s -j: %v", err)
+	}
+	for _, s := range stats {
+		if s.Kind == "bfifo" {
+			return qdiscCounts{s.Packets, s.Drops}
+		}
+	}
+	t.Fatalf("no bfifo on v0 in ns %s", ns)
+	return qdiscCounts{}
 }
 
 // A qdisc that finds a packet's queue empty may hand it straight to the driver
@@ -406,7 +445,6 @@ func shapeTo10Mbit(sh func(args ...string) string, a string) {
 	sh("tc", "-n", a, "qdisc", "add", "dev", "v0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "60000")
 }
 
-// udpBurst sends n datagrams of 1400 bytes to the far end (10.9.0.2) at once.
 // echoRequest sends one ICMP echo request to the veth's far end from a raw
 // socket of the namespace the test is in.
 func echoRequest(t *testing.T) {
@@ -425,15 +463,20 @@ func echoRequest(t *testing.T) {
 	}
 }
 
+// udpBurst sends n datagrams of 1400 bytes to the far end (10.9.0.2) at once, from
+// an unconnected socket: the far end answers each with a port unreachable, which a
+// connected socket would return as the next write's ECONNREFUSED, that datagram
+// unsent (2 of a burst of 36 went so).
 func udpBurst(t *testing.T, n int) {
 	t.Helper()
-	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 9})
+	c, err := net.ListenUDP("udp4", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
+	to := &net.UDPAddr{IP: net.IPv4(10, 9, 0, 2), Port: 9}
 	payload := make([]byte, 1400)
 	for range n {
-		c.Write(payload) // the bfifo's drops are not the socket's errors
+		c.WriteToUDP(payload, to) // the qdisc's drops are not the socket's errors
 	}
-	c.Close()
 }
