@@ -281,7 +281,7 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	// The neighbour entry first, so that the burst is not held for ARP.
 	sh("ip", "netns", "exec", a, "ping", "-c", "1", "-W", "2", "10.9.0.2")
 	enter(t, a)
-	sent0 := bfifoCounts(t, sh, a)
+	sent0 := sentBy(t, sh, a, "bfifo")
 	tr, err := Open([]string{"v0"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := bfifoCounts(t, sh, a)
+	sent := sentBy(t, sh, a, "bfifo")
 	var all, echo *Hist
 	for k, h := range hs {
 		switch k.Class {
@@ -339,8 +339,8 @@ func TestTracerCountsEchoPacketsApart(t *testing.T) {
 
 type qdiscCounts struct{ packets, drops uint64 }
 
-// bfifoCounts is what shapeTo10Mbit's bfifo has sent and dropped, by tc -s.
-func bfifoCounts(t *testing.T, sh func(args ...string) string, ns string) qdiscCounts {
+// sentBy is what the qdiscs of one kind on v0 have sent and dropped, by tc -s.
+func sentBy(t *testing.T, sh func(args ...string) string, ns, kind string) (c qdiscCounts) {
 	t.Helper()
 	var stats []struct {
 		Kind    string `json:"kind"`
@@ -351,12 +351,12 @@ func bfifoCounts(t *testing.T, sh func(args ...string) string, ns string) qdiscC
 		t.Fatalf("tc -s -j: %v", err)
 	}
 	for _, s := range stats {
-		if s.Kind == "bfifo" {
-			return qdiscCounts{s.Packets, s.Drops}
+		if s.Kind == kind {
+			c.packets += s.Packets
+			c.drops += s.Drops
 		}
 	}
-	t.Fatalf("no bfifo on v0 in ns %s", ns)
-	return qdiscCounts{}
+	return c
 }
 
 // A qdisc that finds a packet's queue empty may hand it straight to the driver
@@ -378,21 +378,7 @@ func TestTracerCountsPacketsThatPassAnEmptyQdisc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	sent := func() (n uint64) {
-		var stats []struct {
-			Kind    string `json:"kind"`
-			Packets uint64 `json:"packets"`
-		}
-		if err := json.Unmarshal([]byte(sh("tc", "-n", a, "-s", "-j", "qdisc", "show", "dev", "v0")), &stats); err != nil {
-			t.Fatalf("tc -s -j: %v", err)
-		}
-		for _, s := range stats {
-			if s.Kind == "pfifo" {
-				n += s.Packets
-			}
-		}
-		return n
-	}
+	sent := func() uint64 { return sentBy(t, sh, a, "pfifo").packets }
 	base := sent()
 	for range 4 {
 		udpBurst(t, 50)
