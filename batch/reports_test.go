@@ -151,9 +151,11 @@ func TestReports(t *testing.T) {
 			if c.wantErr == "" && res.ExitCode() != c.exit {
 				t.Errorf("exit code %d, want %d", res.ExitCode(), c.exit)
 			}
+			// Written by way of a temporary file beside each ("." + its name +
+			// digits), none left.
 			for _, f := range []string{o.JUnit, o.Metrics} {
-				if _, err := os.Stat(f + ".tmp"); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("%s.tmp left: %v", f, err)
+				if left, _ := filepath.Glob("." + f + "*"); len(left) != 0 {
+					t.Errorf("temporary files of %s left: %v", f, left)
 				}
 			}
 			raw, err := os.ReadFile(o.JUnit)
