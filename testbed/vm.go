@@ -64,11 +64,6 @@ type VMOptions struct {
 	CacheDir string `json:"-"`
 	// Log receives the build's and the boot's progress.
 	Log io.Writer `json:"-"`
-
-	// checked is set once check has passed, with the modules' warnings, so that
-	// UpVM and the EnsureImage it calls read each module's ELF once.
-	checked        bool
-	moduleWarnings []string
 }
 
 // VMState is what `testbed down` needs of a VM lab.
@@ -143,27 +138,26 @@ const vmSndbuf = 4096
 // vmBootTimeout bounds a guest's boot under software emulation.
 const vmBootTimeout = 3 * time.Minute
 
-func (o *VMOptions) check() error {
-	if o.checked {
-		return nil
-	}
+// check refuses options that cannot make a lab, fills in the defaults, and returns
+// the warnings the --module files deserve.
+func (o *VMOptions) check() (warnings []string, err error) {
 	if o.Rate != "" && !rateRE.MatchString(o.Rate) {
-		return fmt.Errorf("--rate %q: write a tc rate such as 20mbit", o.Rate)
+		return nil, fmt.Errorf("--rate %q: write a tc rate such as 20mbit", o.Rate)
 	}
 	if (o.RTT != 0 || o.Loss != "") && !o.Router {
-		return fmt.Errorf("--rtt and --loss need --router: netem goes on the endpoints behind the router, off the bottleneck, so that the qdisc under test stays the one that queues (without a router the endpoints' devices are the bottlenecks)")
+		return nil, fmt.Errorf("--rtt and --loss need --router: netem goes on the endpoints behind the router, off the bottleneck, so that the qdisc under test stays the one that queues (without a router the endpoints' devices are the bottlenecks)")
 	}
 	if o.RTT < 0 || o.RTT > time.Minute {
-		return fmt.Errorf("--rtt %v: from 0 to 1m", o.RTT)
+		return nil, fmt.Errorf("--rtt %v: from 0 to 1m", o.RTT)
 	}
 	if _, err := o.netem(); err != nil {
-		return err
+		return nil, err
 	}
 	if o.Queues == 0 {
 		o.Queues = 4
 	}
 	if o.Queues < 1 || o.Queues > 8 {
-		return fmt.Errorf("--queues %d: from 1 to 8", o.Queues)
+		return nil, fmt.Errorf("--queues %d: from 1 to 8", o.Queues)
 	}
 	if o.MemoryMB == 0 {
 		o.MemoryMB = 512
@@ -176,15 +170,10 @@ func (o *VMOptions) check() error {
 			continue
 		}
 		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 	}
-	warnings, err := o.checkModules()
-	if err != nil {
-		return err
-	}
-	o.checked, o.moduleWarnings = true, warnings
-	return nil
+	return o.checkModules()
 }
 
 // checkModules refuses a --module that is no kernel module, and warns of one whose
@@ -247,9 +236,15 @@ type Image struct {
 // EnsureImage returns the cached image for these options, building it when missing:
 // a few minutes from cold (downloads, a debootstrap to build sch_dualpi2.ko).
 func EnsureImage(ctx context.Context, o VMOptions) (Image, error) {
-	if err := o.check(); err != nil {
+	if _, err := o.check(); err != nil {
 		return Image{}, err
 	}
+	return ensureImage(ctx, o)
+}
+
+// ensureImage is EnsureImage for options already checked: UpVM's, which read each
+// --module's ELF once.
+func ensureImage(ctx context.Context, o VMOptions) (Image, error) {
 	cache := o.CacheDir
 	if cache == "" {
 		base, err := os.UserCacheDir()
@@ -377,10 +372,11 @@ func (t *tailBuffer) String() string { return strings.Join(t.lines, "\n") }
 // reached over SSH through a port QEMU forwards from 127.0.0.1. It writes an
 // inventory to out ("" = inside the lab's folder).
 func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
-	if err := o.check(); err != nil {
+	warnings, err := o.check()
+	if err != nil {
 		return nil, err
 	}
-	for _, w := range o.moduleWarnings {
+	for _, w := range warnings {
 		fmt.Fprintln(o.Log, w)
 	}
 	if os.Geteuid() != 0 {
@@ -398,7 +394,7 @@ func UpVM(ctx context.Context, o VMOptions, out string) (lab *Lab, err error) {
 	if !fileExists("/dev/net/tun") {
 		return nil, errors.New("the VM lab needs /dev/net/tun (modprobe tun)")
 	}
-	img, err := EnsureImage(ctx, o)
+	img, err := ensureImage(ctx, o)
 	if err != nil {
 		return nil, err
 	}

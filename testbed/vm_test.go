@@ -65,7 +65,7 @@ func TestVMPathEmulation(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := "none"
-		err := c.o.check()
+		_, err := c.o.check()
 		if err == nil {
 			if n, _ := c.o.netem(); n != nil {
 				got = fmt.Sprintf("delay %s loss %s limit %d", n.Delay, n.Loss, n.Limit)
@@ -247,10 +247,10 @@ func TestVMModuleChecked(t *testing.T) {
 	for _, c := range cases {
 		o := VMOptions{Modules: []string{c.module}}
 		got := ""
-		if err := o.check(); err != nil {
+		if warnings, err := o.check(); err != nil {
 			got = "error: " + err.Error()
 		} else {
-			got = strings.Join(o.moduleWarnings, "\n")
+			got = strings.Join(warnings, "\n")
 		}
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("%s: got %q, want %q", filepath.Base(c.module), got, c.want)
