@@ -73,25 +73,49 @@ func RunQdiscStats(ctx context.Context, spec QdiscSpec, env Env) error {
 	}
 	show := newTCShow(tc)
 	defer show.close()
+	// The kernel's own dump where it holds all a device's statistics; tc where a
+	// qdisc has some only tc knows how to name, for the rest of the run.
+	nl, nlErr := tcstats.DialNetlink()
+	if nlErr == nil {
+		defer nl.Close()
+	}
+	viaTC := map[string]bool{}
+	// Each statistic's series, named and described once, not every step.
+	known := map[[2]string]datafile.Series{}
 	bql := bqlFiles{root: "/sys/class/net", devs: map[string][]bqlFile{}}
 	defer bql.close()
 	err = everyStep(ctx, spec.Start, spec.Step, func() error {
 		for _, dev := range spec.Devs {
-			out, err := show.stats(ctx, dev)
-			if ctx.Err() != nil {
-				return ctx.Err()
+			var stats map[string]float64
+			var err error
+			if nlErr == nil && !viaTC[dev] {
+				if stats, err = nl.Read(dev); err != nil {
+					// ErrNeedsTC, or a device netlink cannot read: tc reads it,
+					// and says what is wrong with it if anything is.
+					viaTC[dev], stats = true, nil
+				}
+			}
+			if stats == nil {
+				out, err := show.stats(ctx, dev)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					return fmt.Errorf("tc -s -j qdisc show dev %s: %w", dev, err)
+				}
+				if stats, err = tcstats.Flatten(out); err != nil {
+					return err
+				}
 			}
 			now := unix(time.Now())
-			if err != nil {
-				return fmt.Errorf("tc -s -j qdisc show dev %s: %w", dev, err)
-			}
-			stats, err := tcstats.Flatten(out)
-			if err != nil {
-				return err
-			}
 			for _, k := range tcstats.SortedKeys(stats) {
-				emit(datafile.Series{Name: QdiscSeries(spec.Host, dev, k), Kind: datafile.KindQdisc, Host: spec.Host, Dev: dev,
-					Stat: k, Units: tcstats.Units(k), Counter: tcstats.IsCounter(k)}, datafile.Sample{T: now, V: stats[k]})
+				se, ok := known[[2]string{dev, k}]
+				if !ok {
+					se = datafile.Series{Name: QdiscSeries(spec.Host, dev, k), Kind: datafile.KindQdisc, Host: spec.Host, Dev: dev,
+						Stat: k, Units: tcstats.Units(k), Counter: tcstats.IsCounter(k)}
+					known[[2]string{dev, k}] = se
+				}
+				emit(se, datafile.Sample{T: now, V: stats[k]})
 			}
 			if slices.Contains(spec.NoBQL, dev) {
 				continue

@@ -1,6 +1,7 @@
-// Package tcstats reads a qdisc's statistics from `tc -s -j qdisc show`: named
-// numbers whatever the qdisc kinds, and which are counters. The samplers that read
-// them each step need nothing else of package qdisc (setups, journals, hosts).
+// Package tcstats reads a qdisc's statistics from `tc -s -j qdisc show`, or from
+// the kernel's netlink dump under the same names: named numbers whatever the
+// qdisc kinds, and which are counters. The samplers that read them each step need
+// nothing else of package qdisc (setups, journals, hosts).
 package tcstats
 
 import (
