@@ -516,9 +516,11 @@ func openUDPProbe(sc sysCalls, server netip.AddrPort, c udpProbeConfig, spec Job
 	if err != nil {
 		return nil, fmt.Errorf("open a UDP socket: %w", err)
 	}
-	p.fd = fd
+	if err := p.attach(fd); err != nil {
+		return nil, err
+	}
 	if err := linux.Connect(fd, p.to); err != nil {
-		linux.Close(fd)
+		p.file.Close()
 		return nil, fmt.Errorf("connect to %s: %w", server, err)
 	}
 	if c.tos >= 0 {
@@ -527,16 +529,10 @@ func openUDPProbe(sc sysCalls, server netip.AddrPort, c udpProbeConfig, spec Job
 			level, opt, name = linux.IPPROTO_IPV6, linux.IPV6_TCLASS, "IPV6_TCLASS"
 		}
 		if err := sc.setsockoptInt(fd, level, opt, c.tos); err != nil {
-			linux.Close(fd)
+			p.file.Close()
 			return nil, fmt.Errorf("set %s to %#x: %w", name, c.tos, err)
 		}
 	}
-	wake, err := linux.Eventfd(0, linux.EFD_CLOEXEC|linux.EFD_NONBLOCK)
-	if err != nil {
-		linux.Close(fd)
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	p.wake = wake
 	p.stamps = enableStamps(sc, fd)
 	// The replies' codepoints as they arrive, for the census; best effort.
 	sc.setsockoptInt(fd, linux.IPPROTO_IP, linux.IP_RECVTOS, 1)
@@ -545,8 +541,7 @@ func openUDPProbe(sc sysCalls, server netip.AddrPort, c udpProbeConfig, spec Job
 	}
 	local, err := localAddrPort(fd)
 	if err != nil {
-		linux.Close(fd)
-		linux.Close(wake)
+		p.file.Close()
 		return nil, err
 	}
 	return &udpProber{p: p, cfg: c, spec: spec, local: local, tally: probeTally{maxSeq: -1}}, nil
@@ -584,7 +579,7 @@ func (u *udpProber) send(k int, buf []byte) error {
 	probeRequest{seq: uint64(k), sent: pr.sent.UnixNano(), tos: uint8(max(u.cfg.tos, 0))}.encode(buf)
 	copy(buf[:rrKeySize], probeMAC(u.spec.Token, u.local, buf))
 	// A connected socket: no address.
-	if err := u.p.sys.sendto(u.p.fd, buf, nil); err != nil {
+	if err := u.p.sendto(buf, nil); err != nil {
 		return fmt.Errorf("send probe %d: %w", k, err)
 	}
 	return nil
