@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,9 +19,7 @@ import (
 // makes of `tc -s -j qdisc show` (names and values), and a qdisc with something
 // only tc prints (a rate estimator) is left to tc.
 func TestNetlinkReadsWhatTCPrints(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skipf("%s needs root: makes network namespaces and qdiscs", t.Name())
-	}
+	e2eutil.NeedRoot(t, "makes network namespaces and qdiscs")
 	a, b := fmt.Sprintf("bbnl-%d-a", os.Getpid()), fmt.Sprintf("bbnl-%d-b", os.Getpid())
 	sh := func(args ...string) []byte {
 		t.Helper()
