@@ -347,14 +347,10 @@ const kindSum = "sum"
 // with its direction), a sum or average over a direction's flows (kindSum), or a
 // series whose row is its own values (KindFlent: rrul's totals, rtt_fair's
 // fairness, a CPU share, a UDP rate, and any sub-series "PARENT::KEY" of a series
-// whose raw values it reads, such as a flow's socket stats).
+// in the file, such as a flow's socket stats).
 func classify(name string, f file) (kind, direction string) {
-	if i := strings.LastIndex(name, "::"); i >= 0 {
-		if _, ok := f.RawValues[name[:i]]; ok {
-			if _, own := f.RawValues[name]; !own {
-				return KindFlent, ""
-			}
-		}
+	if subSeries(name, f) {
+		return KindFlent, ""
 	}
 	switch {
 	case strings.HasPrefix(name, "Ping "):
@@ -373,6 +369,25 @@ func classify(name string, f file) (kind, direction string) {
 		return kindSum, dir
 	}
 	return KindFlent, ""
+}
+
+// subSeries says whether a flent series is a sub-series "PARENT::KEY" of another
+// series of the file: flent's socket stats of a flow ("TCP upload BE::tcp_cwnd",
+// "TCP upload::1::tcp_rtt"), a CPU's share, a qdisc's counter. Its values are the
+// parent's statistic, never the parent's kind: flent 1.0's socket stats of rrul's
+// flows have raw values of their own and names its flows' pattern matches, and
+// read as flows they were summed into "TCP upload sum" (a median of 270 on a 10
+// Mbit/s link) and printed in Mbits/s where flent prints no unit. tcp_nup's flows
+// ("TCP upload::1") are of no parent series: "TCP upload" is not one.
+func subSeries(name string, f file) bool {
+	i := strings.LastIndex(name, "::")
+	if i < 0 {
+		return false
+	}
+	parent := name[:i]
+	_, results := f.Results[parent]
+	_, raw := f.RawValues[parent]
+	return results || raw
 }
 
 // flowOf says whether a flent series is one TCP flow, and its direction.

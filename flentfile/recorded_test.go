@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -244,6 +245,54 @@ func TestFlentBuiltFiles(t *testing.T) {
 		results["TCP download::1::tcp_cwnd"], results["TCP download::1::tcp_rtt"] = cwnd, rtt
 		holdToFlent(t, "socket-stats", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
 	})
+	// flent 1.0's socket stats (rrul_be with --socket-stats, test-rrul.flent.gz of
+	// flent's own unit tests): each upload flow's "::tcp_cwnd" and "::tcp_rtt" have
+	// raw values of their own ({t, val}, a NullRunner's), "::tcp_rtt_var" the grid
+	// only, and their names are rrul's flows' pattern ("TCP upload BE2::tcp_cwnd").
+	// Read as flows they were summed into "TCP upload sum" (cwnd and rtt added to
+	// Mbit/s) and printed in Mbits/s: they are rows of their own, in no unit, as
+	// flent prints them, and the sum and average are of the flows alone.
+	t.Run("socket stats with raw values of their own", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/rrul_be.flent.gz")
+		md := d["metadata"].(map[string]any)
+		results, raw, sm := d["results"].(map[string]any), d["raw_values"].(map[string]any), md["SERIES_META"].(map[string]any)
+		t0, err := parseTime(md["T0"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flows := []string{"TCP upload BE", "TCP upload BE2", "TCP upload BE3", "TCP upload BE4"}
+		for i, flow := range flows {
+			var cwnd, rtt, rttVar, cwndRaw, rttRaw []any
+			for k, xv := range d["x_values"].([]any) {
+				if k < 3 {
+					cwnd, rtt, rttVar = append(cwnd, nil), append(rtt, nil), append(rttVar, nil)
+					continue
+				}
+				c, r := float64(10+(k*(i+1))%120), 50+2.5*float64((k+i)%100)
+				cwnd, rtt, rttVar = append(cwnd, c), append(rtt, r), append(rttVar, r/8)
+				at := flentUnix(t0) + xv.(float64) + 0.03
+				cwndRaw = append(cwndRaw, map[string]any{"t": at, "val": c})
+				rttRaw = append(rttRaw, map[string]any{"t": at, "val": r})
+			}
+			for key, v := range map[string][]any{"tcp_cwnd": cwnd, "tcp_rtt": rtt, "tcp_rtt_var": rttVar} {
+				results[flow+"::"+key] = v
+				sm[flow+"::"+key] = map[string]any{"IDX": float64(40 + i), "RUNNER": "NullRunner"}
+			}
+			raw[flow+"::tcp_cwnd"], raw[flow+"::tcp_rtt"] = cwndRaw, rttRaw
+		}
+		run := holdToFlent(t, "socket-stats-own-raw", d, &[2]float64{1, -1}, &[2]float64{2, 0})
+		for _, se := range run.Series {
+			if strings.Contains(se.Name, "::tcp_") && (se.Kind != KindFlent || se.Units != "") {
+				t.Errorf("%s read as %+v, not a series of its own in no unit", se.Name, se)
+			}
+		}
+		for _, g := range report.Throughput(run) {
+			if strings.Contains(g.Name, "::") {
+				t.Errorf("%s is among the throughput series (the sums' members and the panels')", g.Name)
+			}
+		}
+		aggregatesOfGrid(t, d, run, "upload", flows)
+	})
 	// Older formats, as flent 2.1.1 converts them on loading: version 1 with its
 	// raw values in SERIES_META and with none (flent makes them of the grid), and
 	// version 3 with qdisc drops counted since the start.
@@ -377,4 +426,40 @@ func TestFlentBuiltFiles(t *testing.T) {
 		m["COMMAND"] = "netperf -P 0 -v 0 -D -0.20 -4 -H 198.18.250.2 -t UDP_RR -l 10"
 		holdToFlent(t, "ping-udp-rr", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3.3, 7.1})
 	})
+}
+
+func rowsByName(s report.Summary) map[string]report.Row {
+	out := map[string]report.Row{}
+	for _, r := range s.Rows {
+		out[r.Name] = r
+	}
+	return out
+}
+
+// aggregatesOfGrid holds the medians of our sum and average of a direction's
+// flows to those of the sum and average of the flows' values on the file's grid,
+// point by point over every x value, that flent prints N/A for: a median of an
+// aggregate is the aggregate's.
+func aggregatesOfGrid(t *testing.T, d map[string]any, run *datafile.Run, dir string, flows []string) {
+	t.Helper()
+	results := d["results"].(map[string]any)
+	var sums, avgs []float64
+	for k := range d["x_values"].([]any) {
+		sum, n := 0.0, 0
+		for _, f := range flows {
+			if v, ok := results[f].([]any)[k].(float64); ok {
+				sum, n = sum+v, n+1
+			}
+		}
+		if n > 0 {
+			sums, avgs = append(sums, sum), append(avgs, sum/float64(n))
+		}
+	}
+	rows := rowsByName(report.Summarize(run))
+	for stat, xs := range map[string][]float64{"sum": sums, "avg": avgs} {
+		name := "TCP " + dir + " " + stat
+		if got, want := rows[name].Median, report.Median(xs); !(math.Abs(got-want) <= 1e-9*math.Abs(want)) {
+			t.Errorf("%s: median %v, the median of the flows' %s on the grid %v", name, got, stat, want)
+		}
+	}
 }
