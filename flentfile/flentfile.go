@@ -470,7 +470,13 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if version == 1 && len(f.Results)*len(f.XValues) > maxCompatRecords {
 		return nil, fmt.Errorf("%s: a version-1 file of %d results x %d x_values: more than the %d values bloatbench converts", path, len(f.Results), len(f.XValues), maxCompatRecords)
 	}
+	// A version-1 file without raw values has them made of its grid from T0 here;
+	// flent makes them from T0 in the zone of the machine it runs on, which is UTC
+	// here (a T0 without a zone is read as UTC until the zone is guessed below).
 	compat(&f, version, flentUnix(t0))
+	if t0, started, err = zoneTimes(md, t0, started, f.RawValues); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if _, ok := md["STEP_SIZE"].(float64); !ok {
 		return nil, fmt.Errorf("%s: metadata STEP_SIZE missing: flent writes the step in seconds there", path)
 	}
@@ -896,6 +902,105 @@ func flentUnix(t time.Time) float64 {
 func unixTime(t float64) time.Time {
 	sec, frac := math.Modf(t)
 	return time.Unix(int64(sec), int64(math.Round(frac*1e9)))
+}
+
+// firstRawTime is the earliest raw timestamp of a file as flent 2.1.1's loader
+// finds it (resultset.unserialise): over every record of every series that has a
+// "t", starting from 10**10 (year 2286), so a file with none gives that.
+func firstRawTime(raw map[string][]map[string]any) float64 {
+	minT := 1e10
+	for _, recs := range raw {
+		for _, r := range recs {
+			if t, ok := r["t"].(float64); ok && t < minT {
+				minT = t
+			}
+		}
+	}
+	return minT
+}
+
+// maxZoneHours bounds the zone guessed for a time without one: a time 100 years
+// from the raw timestamps is not one in a zone, and a Duration holds 292 years.
+const maxZoneHours = 100 * 366 * 24
+
+// zoneHours is the whole hours flent 2.1.1 adds to a time without a zone
+// (util.parse_date with min_t): from the time read as UTC, in whole seconds as
+// timegm takes it, it goes an hour at a time towards the earliest raw timestamp
+// until within half an hour of it. Computed, not stepped: a file's times may be
+// anywhere, and flent's loop would take a step an hour.
+func zoneHours(naive time.Time, minT float64) (int, error) {
+	ts := float64(naive.Unix())
+	dir := 1.0
+	if !(ts < minT) {
+		dir = -1
+	}
+	n := 0.0
+	if d := math.Abs(minT - ts); d > 1800 {
+		n = math.Ceil((d - 1800) / 3600)
+	}
+	if !(n <= maxZoneHours) {
+		return 0, fmt.Errorf("%s is %.0f hours from the earliest raw timestamp (%.0f): no time zone's", naive.Format("2006-01-02T15:04:05"), n, minT)
+	}
+	// flent's loop stops at the first hour within 1800 s, compared in its
+	// arithmetic: the edges of the half hour are settled as it settles them.
+	for n > 0 && math.Abs(ts+dir*3600*(n-1)-minT) <= 1800 {
+		n--
+	}
+	for math.Abs(ts+dir*3600*n-minT) > 1800 {
+		n++
+	}
+	return int(dir * n), nil
+}
+
+// zoneTimes gives T0 and TIME (t0 and started, read as UTC) as flent 2.1.1's
+// loader takes them. A time with a Z is UTC. One without (netperf-wrapper's and
+// flent 0.11's, test-rrul-icmp.flent.gz's "2015-07-12T23:18:08.117118") is
+// the local time of the machine that ran the test: flent guesses its zone from the
+// first of TIME and T0 that has none against the earliest raw timestamp, which is
+// Unix time (zoneHours), and moves both by it. Read as UTC, such a T0 was hours
+// from the raw values, every probe fell before it, and the loaded ping rows were
+// empty. A file with no raw timestamp keeps its times as UTC: flent's guess from
+// 10**10 moves them to the 23rd century.
+func zoneTimes(md map[string]any, t0, started time.Time, raw map[string][]map[string]any) (time.Time, time.Time, error) {
+	minT := firstRawTime(raw)
+	if minT >= 1e10 {
+		return t0, started, nil
+	}
+	hours, guessed := 0, false
+	for _, key := range []string{"TIME", "T0"} { // flent's order (TIME_SETTINGS)
+		s, ok := md[key].(string)
+		if !ok || strings.HasSuffix(s, "Z") || guessed {
+			continue
+		}
+		t, err := parseTime(s)
+		if err != nil {
+			continue
+		}
+		if hours, err = zoneHours(t, minT); err != nil {
+			return t0, started, fmt.Errorf("metadata %s: %w", key, err)
+		}
+		guessed = true
+	}
+	shift := func(key string, t time.Time) time.Time {
+		if s, ok := md[key].(string); ok && !strings.HasSuffix(s, "Z") {
+			return t.Add(time.Duration(hours) * time.Hour)
+		}
+		return t
+	}
+	// Each as decode read it: T0 from TIME where it has none, TIME from T0.
+	readable := func(key string) bool {
+		s, ok := md[key].(string)
+		_, err := parseTime(s)
+		return ok && err == nil
+	}
+	t0Key, timeKey := "T0", "TIME"
+	if !readable("T0") {
+		t0Key = "TIME"
+	}
+	if !readable("TIME") {
+		timeKey = t0Key
+	}
+	return shift(t0Key, t0), shift(timeKey, started), nil
 }
 
 func parseTime(s string) (time.Time, error) {

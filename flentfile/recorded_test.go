@@ -7,9 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/flentsummary"
@@ -293,6 +295,69 @@ func TestFlentBuiltFiles(t *testing.T) {
 		}
 		aggregatesOfGrid(t, d, run, "upload", flows)
 	})
+	// The files flent 0.11 and netperf-wrapper wrote (2015: flent's
+	// unit tests' test-rrul-icmp, test-rtt-fair, test-voip-rrul) stamp TIME and T0
+	// in the local time of the machine, with no zone. flent 2.1.1 guesses the zone
+	// as the whole hours that bring TIME nearest to the earliest raw timestamp, and
+	// moves TIME and T0 by it: its header says the time so moved, and its t0 is
+	// where the raw values start. Read as UTC, T0 was hours after every probe and
+	// the loaded ping rows were empty. Built from a recorded rrul_icmp, its times
+	// written as a clock 2 h east, 5 h west and 5:30 east of UTC would have. The
+	// last flent moves by 5 whole hours: its t0 is then 30 minutes after every
+	// raw value, and the run is held to flent without a cut only (a cut leaves
+	// no raw ping, and flent falls back to the ping's grid, which a ping read
+	// from its replies does not keep).
+	for _, zone := range []struct {
+		name  string
+		shift time.Duration
+		same  bool // whole hours: the run as it was recorded
+	}{{"CEST", 2 * time.Hour, true}, {"EST", -5 * time.Hour, true}, {"IST", 5*time.Hour + 30*time.Minute, false}} {
+		t.Run("TIME and T0 in local time, "+zone.name, func(t *testing.T) {
+			const recorded = "testdata/recorded/rrul_icmp.flent.gz"
+			d := readFlentJSON(t, recorded)
+			md := d["metadata"].(map[string]any)
+			for _, key := range []string{"TIME", "T0"} {
+				at, err := parseTime(md[key].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				md[key] = at.Add(zone.shift).Format("2006-01-02T15:04:05.000000")
+			}
+			d["version"] = 2
+			cuts := []*[2]float64{{1, -1}, {2, 0}}
+			if !zone.same {
+				cuts = nil
+			}
+			run := holdToFlent(t, "naive-"+zone.name, d, cuts...)
+			_, out, err := flentsummary.Run(filepath.Join(dir, "naive-"+zone.name+".flent.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := regexp.MustCompile(`test run from (\S+ \S+)`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no time in flent's header:\n%s", out)
+			}
+			if ours := run.Metadata.StartTime.Format("2006-01-02 15:04:05.000000"); ours != m[1] {
+				t.Errorf("the run's time is %s, flent's header %s", ours, m[1])
+			}
+			orig, err := Read(recorded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, want := rowsByName(report.Summarize(run)), rowsByName(report.Summarize(orig))
+			for _, name := range []string{"Ping (ms) ICMP loaded", "Ping (ms) avg loaded"} {
+				if zone.same && ours[name].Points == 0 {
+					t.Errorf("%s: no points", name)
+				}
+				if zone.same && (ours[name].Points != want[name].Points || ours[name].Median != want[name].Median) {
+					t.Errorf("%s: %d points, median %v; recorded with a zone: %d, %v", name, ours[name].Points, ours[name].Median, want[name].Points, want[name].Median)
+				}
+			}
+			if zone.same && run.Metadata.T0 != orig.Metadata.T0 {
+				t.Errorf("t0 %.6f, recorded with a zone %.6f", run.Metadata.T0, orig.Metadata.T0)
+			}
+		})
+	}
 	// Older formats, as flent 2.1.1 converts them on loading: version 1 with its
 	// raw values in SERIES_META and with none (flent makes them of the grid), and
 	// version 3 with qdisc drops counted since the start.
