@@ -488,9 +488,21 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, 0); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	gridLength := 0.0 // how far x_values reach past TOTAL_LENGTH, if they do
 	for k, x := range f.XValues {
 		if !(math.Abs(x) <= datafile.MaxTime) {
 			return nil, fmt.Errorf("%s: x_values[%d] is %v: not seconds into the run", path, k, x)
+		}
+		if x > total && x > gridLength {
+			gridLength = x
+		}
+	}
+	if gridLength > 0 {
+		// flent's sums and averages are over every x value (tcp_nup's flows ran 2
+		// s past TOTAL_LENGTH): our grid reaches as far, or the TCP sum's median
+		// was of the first TOTAL_LENGTH only.
+		if err := datafile.CheckGrid("metadata STEP_SIZE", step, "the last of x_values", gridLength, 0); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	params := map[string]string{}
@@ -513,7 +525,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	}
 	run := &datafile.Run{Path: path, Samples: map[string][]datafile.Sample{}, Metadata: datafile.Metadata{
 		Test: str("NAME"), Title: str("TITLE"), StartTime: started, T0: T0,
-		Length: length, Delay: delay, TotalLength: total, Step: step, Parameters: params,
+		Length: length, Delay: delay, TotalLength: total, GridLength: gridLength, Step: step, Parameters: params,
 	}}
 	units := func(name string) string {
 		if sm, ok := md["SERIES_META"].(map[string]any); ok {
@@ -610,7 +622,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	}
 	run.Reported = reportedMeans(md, f.Results, len(f.XValues))
 	run.GridCut = gridOnly(f, run.Series, replies)
-	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, datafile.GridValues(run)); err != nil {
+	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", max(total, gridLength), datafile.GridValues(run)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return run, nil

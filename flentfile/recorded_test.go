@@ -358,6 +358,19 @@ func TestFlentBuiltFiles(t *testing.T) {
 			}
 		})
 	}
+	// flent 1.0's tcp_nup (test-tcp_nup.flent.gz of flent's unit tests) has
+	// x_values 2.2 s past its TOTAL_LENGTH with its flows still sending there, and
+	// flent's sum and average are over all of them: so are ours (the flows' rows
+	// are their raw values either way), while a cut still counts back from
+	// TOTAL_LENGTH. Built from a recorded tcp_nup whose TOTAL_LENGTH is made 12 s,
+	// 3 s before its flows end.
+	t.Run("x_values past TOTAL_LENGTH", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/tcp_nup.flent.gz")
+		md := d["metadata"].(map[string]any)
+		md["TOTAL_LENGTH"] = 12.0
+		run := holdToFlent(t, "grid-past-total", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3, 19})
+		aggregatesOfGrid(t, d, run, "upload", []string{"TCP upload::1", "TCP upload::2", "TCP upload::3", "TCP upload::4"})
+	})
 	// Older formats, as flent 2.1.1 converts them on loading: version 1 with its
 	// raw values in SERIES_META and with none (flent makes them of the grid), and
 	// version 3 with qdisc drops counted since the start.
