@@ -11,6 +11,7 @@
 package flentfile
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -36,6 +37,43 @@ const Ext = ".flent.gz"
 // Is says whether path names a flent data file.
 func Is(path string) bool {
 	return strings.HasSuffix(path, Ext) || strings.HasSuffix(path, ".flent")
+}
+
+// Holds says whether the file at path is a flent data file, whatever its name: its
+// JSON (gzip'd or not) is an object whose first key is one of flent's top-level
+// keys (flent and our export write "metadata" first; a bloatbench data file's
+// first record starts with "type"). Only the first bytes are read. It lets a verb
+// that takes bloatbench's data files say what a flent file given to it is, where
+// reading it as one failed on its first record with a JSON error.
+func Holds(path string) bool {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	br := bufio.NewReader(fh)
+	var r io.Reader = br
+	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return false
+		}
+		defer zr.Close()
+		r = zr
+	}
+	dec := json.NewDecoder(io.LimitReader(r, 1<<16))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	key, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	switch key {
+	case "metadata", "version", "x_values", "results", "raw_values":
+		return true
+	}
+	return false
 }
 
 // MaxDecompressed bounds a flent file's JSON, whatever its compressed size (a gzip

@@ -1,6 +1,10 @@
 package flentfile
 
 import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -142,5 +146,41 @@ func TestClassifySubSeries(t *testing.T) {
 		if got != want {
 			t.Errorf("classify(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// Holds tells a flent file from a bloatbench one by its content, whatever the name.
+func TestHolds(t *testing.T) {
+	dir := t.TempDir()
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(s))
+		zw.Close()
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want bool
+	}{
+		{"flent.bb.json.gz", gz("{\n  \"metadata\": {\n    \"BATCH_NAME\": null"), true},
+		{"flent.json", []byte(`{"version": 4, "x_values": []}`), true},
+		{"export.flent.gz", gz(`{"metadata":{"NAME":"tcp_nup"},"version":4}`), true},
+		{"run.bb.json.gz", gz(`{"type":"header","format":"bloatbench","metadata":{"t0":1}}` + "\n"), false},
+		{"list.json", []byte(`[{"metadata": {}}]`), false},
+		{"empty.gz", gz(""), false},
+		{"garbage", []byte{0x1f, 0x8b, 0, 1, 2}, false},
+	} {
+		path := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := Holds(path); got != tc.want {
+			t.Errorf("Holds(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if Holds(filepath.Join(dir, "missing")) {
+		t.Error("Holds of a missing file")
 	}
 }
