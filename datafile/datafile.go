@@ -72,6 +72,11 @@ type Metadata struct {
 	// Rates are the rates the bottleneck devices were configured to send at,
 	// where the run could tell: each queue's drain rate is read beside it.
 	Rates []DeviceRate `json:"rates,omitempty"`
+	// GridLength is how far the step grid reaches where a file of another tool
+	// has it reach past TotalLength (an old flent tcp_nup's x_values run 2.2 s
+	// past its TOTAL_LENGTH, and flent's sums are over them); 0 = TotalLength.
+	// Cuts still count back from TotalLength, as flent's do. In memory only.
+	GridLength float64 `json:"-"`
 }
 
 // DeviceRate is a bottleneck device's configured rate and what configured it.

@@ -11,6 +11,7 @@
 package flentfile
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -36,6 +37,43 @@ const Ext = ".flent.gz"
 // Is says whether path names a flent data file.
 func Is(path string) bool {
 	return strings.HasSuffix(path, Ext) || strings.HasSuffix(path, ".flent")
+}
+
+// Holds says whether the file at path is a flent data file, whatever its name: its
+// JSON (gzip'd or not) is an object whose first key is one of flent's top-level
+// keys (flent and our export write "metadata" first; a bloatbench data file's
+// first record starts with "type"). Only the first bytes are read. It lets a verb
+// that takes bloatbench's data files say what a flent file given to it is, where
+// reading it as one failed on its first record with a JSON error.
+func Holds(path string) bool {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	br := bufio.NewReader(fh)
+	var r io.Reader = br
+	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return false
+		}
+		defer zr.Close()
+		r = zr
+	}
+	dec := json.NewDecoder(io.LimitReader(r, 1<<16))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	key, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	switch key {
+	case "metadata", "version", "x_values", "results", "raw_values":
+		return true
+	}
+	return false
 }
 
 // MaxDecompressed bounds a flent file's JSON, whatever its compressed size (a gzip
@@ -347,14 +385,10 @@ const kindSum = "sum"
 // with its direction), a sum or average over a direction's flows (kindSum), or a
 // series whose row is its own values (KindFlent: rrul's totals, rtt_fair's
 // fairness, a CPU share, a UDP rate, and any sub-series "PARENT::KEY" of a series
-// whose raw values it reads, such as a flow's socket stats).
+// in the file, such as a flow's socket stats).
 func classify(name string, f file) (kind, direction string) {
-	if i := strings.LastIndex(name, "::"); i >= 0 {
-		if _, ok := f.RawValues[name[:i]]; ok {
-			if _, own := f.RawValues[name]; !own {
-				return KindFlent, ""
-			}
-		}
+	if subSeries(name, f) {
+		return KindFlent, ""
 	}
 	switch {
 	case strings.HasPrefix(name, "Ping "):
@@ -373,6 +407,25 @@ func classify(name string, f file) (kind, direction string) {
 		return kindSum, dir
 	}
 	return KindFlent, ""
+}
+
+// subSeries says whether a flent series is a sub-series "PARENT::KEY" of another
+// series of the file: flent's socket stats of a flow ("TCP upload BE::tcp_cwnd",
+// "TCP upload::1::tcp_rtt"), a CPU's share, a qdisc's counter. Its values are the
+// parent's statistic, never the parent's kind: flent 1.0's socket stats of rrul's
+// flows have raw values of their own and names its flows' pattern matches, and
+// read as flows they were summed into "TCP upload sum" (a median of 270 on a 10
+// Mbit/s link) and printed in Mbits/s where flent prints no unit. tcp_nup's flows
+// ("TCP upload::1") are of no parent series: "TCP upload" is not one.
+func subSeries(name string, f file) bool {
+	i := strings.LastIndex(name, "::")
+	if i < 0 {
+		return false
+	}
+	parent := name[:i]
+	_, results := f.Results[parent]
+	_, raw := f.RawValues[parent]
+	return results || raw
 }
 
 // flowOf says whether a flent series is one TCP flow, and its direction.
@@ -455,7 +508,13 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if version == 1 && len(f.Results)*len(f.XValues) > maxCompatRecords {
 		return nil, fmt.Errorf("%s: a version-1 file of %d results x %d x_values: more than the %d values bloatbench converts", path, len(f.Results), len(f.XValues), maxCompatRecords)
 	}
+	// A version-1 file without raw values has them made of its grid from T0 here;
+	// flent makes them from T0 in the zone of the machine it runs on, which is UTC
+	// here (a T0 without a zone is read as UTC until the zone is guessed below).
 	compat(&f, version, flentUnix(t0))
+	if t0, started, err = zoneTimes(md, t0, started, f.RawValues); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if _, ok := md["STEP_SIZE"].(float64); !ok {
 		return nil, fmt.Errorf("%s: metadata STEP_SIZE missing: flent writes the step in seconds there", path)
 	}
@@ -467,9 +526,21 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, 0); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	gridLength := 0.0 // how far x_values reach past TOTAL_LENGTH, if they do
 	for k, x := range f.XValues {
 		if !(math.Abs(x) <= datafile.MaxTime) {
 			return nil, fmt.Errorf("%s: x_values[%d] is %v: not seconds into the run", path, k, x)
+		}
+		if x > total && x > gridLength {
+			gridLength = x
+		}
+	}
+	if gridLength > 0 {
+		// flent's sums and averages are over every x value (tcp_nup's flows ran 2
+		// s past TOTAL_LENGTH): our grid reaches as far, or the TCP sum's median
+		// was of the first TOTAL_LENGTH only.
+		if err := datafile.CheckGrid("metadata STEP_SIZE", step, "the last of x_values", gridLength, 0); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	params := map[string]string{}
@@ -492,7 +563,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	}
 	run := &datafile.Run{Path: path, Samples: map[string][]datafile.Sample{}, Metadata: datafile.Metadata{
 		Test: str("NAME"), Title: str("TITLE"), StartTime: started, T0: T0,
-		Length: length, Delay: delay, TotalLength: total, Step: step, Parameters: params,
+		Length: length, Delay: delay, TotalLength: total, GridLength: gridLength, Step: step, Parameters: params,
 	}}
 	units := func(name string) string {
 		if sm, ok := md["SERIES_META"].(map[string]any); ok {
@@ -589,7 +660,7 @@ func decode(path string, r io.Reader) (*datafile.Run, error) {
 	}
 	run.Reported = reportedMeans(md, f.Results, len(f.XValues))
 	run.GridCut = gridOnly(f, run.Series, replies)
-	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", total, datafile.GridValues(run)); err != nil {
+	if err := datafile.CheckGrid("metadata STEP_SIZE", step, "metadata TOTAL_LENGTH", max(total, gridLength), datafile.GridValues(run)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return run, nil
@@ -881,6 +952,105 @@ func flentUnix(t time.Time) float64 {
 func unixTime(t float64) time.Time {
 	sec, frac := math.Modf(t)
 	return time.Unix(int64(sec), int64(math.Round(frac*1e9)))
+}
+
+// firstRawTime is the earliest raw timestamp of a file as flent 2.1.1's loader
+// finds it (resultset.unserialise): over every record of every series that has a
+// "t", starting from 10**10 (year 2286), so a file with none gives that.
+func firstRawTime(raw map[string][]map[string]any) float64 {
+	minT := 1e10
+	for _, recs := range raw {
+		for _, r := range recs {
+			if t, ok := r["t"].(float64); ok && t < minT {
+				minT = t
+			}
+		}
+	}
+	return minT
+}
+
+// maxZoneHours bounds the zone guessed for a time without one: a time 100 years
+// from the raw timestamps is not one in a zone, and a Duration holds 292 years.
+const maxZoneHours = 100 * 366 * 24
+
+// zoneHours is the whole hours flent 2.1.1 adds to a time without a zone
+// (util.parse_date with min_t): from the time read as UTC, in whole seconds as
+// timegm takes it, it goes an hour at a time towards the earliest raw timestamp
+// until within half an hour of it. Computed, not stepped: a file's times may be
+// anywhere, and flent's loop would take a step an hour.
+func zoneHours(naive time.Time, minT float64) (int, error) {
+	ts := float64(naive.Unix())
+	dir := 1.0
+	if !(ts < minT) {
+		dir = -1
+	}
+	n := 0.0
+	if d := math.Abs(minT - ts); d > 1800 {
+		n = math.Ceil((d - 1800) / 3600)
+	}
+	if !(n <= maxZoneHours) {
+		return 0, fmt.Errorf("%s is %.0f hours from the earliest raw timestamp (%.0f): no time zone's", naive.Format("2006-01-02T15:04:05"), n, minT)
+	}
+	// flent's loop stops at the first hour within 1800 s, compared in its
+	// arithmetic: the edges of the half hour are settled as it settles them.
+	for n > 0 && math.Abs(ts+dir*3600*(n-1)-minT) <= 1800 {
+		n--
+	}
+	for math.Abs(ts+dir*3600*n-minT) > 1800 {
+		n++
+	}
+	return int(dir * n), nil
+}
+
+// zoneTimes gives T0 and TIME (t0 and started, read as UTC) as flent 2.1.1's
+// loader takes them. A time with a Z is UTC. One without (netperf-wrapper's and
+// flent 0.11's, test-rrul-icmp.flent.gz's "2015-07-12T23:18:08.117118") is
+// the local time of the machine that ran the test: flent guesses its zone from the
+// first of TIME and T0 that has none against the earliest raw timestamp, which is
+// Unix time (zoneHours), and moves both by it. Read as UTC, such a T0 was hours
+// from the raw values, every probe fell before it, and the loaded ping rows were
+// empty. A file with no raw timestamp keeps its times as UTC: flent's guess from
+// 10**10 moves them to the 23rd century.
+func zoneTimes(md map[string]any, t0, started time.Time, raw map[string][]map[string]any) (time.Time, time.Time, error) {
+	minT := firstRawTime(raw)
+	if minT >= 1e10 {
+		return t0, started, nil
+	}
+	hours, guessed := 0, false
+	for _, key := range []string{"TIME", "T0"} { // flent's order (TIME_SETTINGS)
+		s, ok := md[key].(string)
+		if !ok || strings.HasSuffix(s, "Z") || guessed {
+			continue
+		}
+		t, err := parseTime(s)
+		if err != nil {
+			continue
+		}
+		if hours, err = zoneHours(t, minT); err != nil {
+			return t0, started, fmt.Errorf("metadata %s: %w", key, err)
+		}
+		guessed = true
+	}
+	shift := func(key string, t time.Time) time.Time {
+		if s, ok := md[key].(string); ok && !strings.HasSuffix(s, "Z") {
+			return t.Add(time.Duration(hours) * time.Hour)
+		}
+		return t
+	}
+	// Each as decode read it: T0 from TIME where it has none, TIME from T0.
+	readable := func(key string) bool {
+		s, ok := md[key].(string)
+		_, err := parseTime(s)
+		return ok && err == nil
+	}
+	t0Key, timeKey := "T0", "TIME"
+	if !readable("T0") {
+		t0Key = "TIME"
+	}
+	if !readable("TIME") {
+		timeKey = t0Key
+	}
+	return shift(t0Key, t0), shift(timeKey, started), nil
 }
 
 func parseTime(s string) (time.Time, error) {

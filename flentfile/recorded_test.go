@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
 	"github.com/bloatbench/bloatbench/internal/flentsummary"
@@ -244,6 +247,130 @@ func TestFlentBuiltFiles(t *testing.T) {
 		results["TCP download::1::tcp_cwnd"], results["TCP download::1::tcp_rtt"] = cwnd, rtt
 		holdToFlent(t, "socket-stats", d, &[2]float64{1, -1}, &[2]float64{0.5, 4})
 	})
+	// flent 1.0's socket stats (rrul_be with --socket-stats, test-rrul.flent.gz of
+	// flent's own unit tests): each upload flow's "::tcp_cwnd" and "::tcp_rtt" have
+	// raw values of their own ({t, val}, a NullRunner's), "::tcp_rtt_var" the grid
+	// only, and their names are rrul's flows' pattern ("TCP upload BE2::tcp_cwnd").
+	// Read as flows they were summed into "TCP upload sum" (cwnd and rtt added to
+	// Mbit/s) and printed in Mbits/s: they are rows of their own, in no unit, as
+	// flent prints them, and the sum and average are of the flows alone.
+	t.Run("socket stats with raw values of their own", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/rrul_be.flent.gz")
+		md := d["metadata"].(map[string]any)
+		results, raw, sm := d["results"].(map[string]any), d["raw_values"].(map[string]any), md["SERIES_META"].(map[string]any)
+		t0, err := parseTime(md["T0"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flows := []string{"TCP upload BE", "TCP upload BE2", "TCP upload BE3", "TCP upload BE4"}
+		for i, flow := range flows {
+			var cwnd, rtt, rttVar, cwndRaw, rttRaw []any
+			for k, xv := range d["x_values"].([]any) {
+				if k < 3 {
+					cwnd, rtt, rttVar = append(cwnd, nil), append(rtt, nil), append(rttVar, nil)
+					continue
+				}
+				c, r := float64(10+(k*(i+1))%120), 50+2.5*float64((k+i)%100)
+				cwnd, rtt, rttVar = append(cwnd, c), append(rtt, r), append(rttVar, r/8)
+				at := flentUnix(t0) + xv.(float64) + 0.03
+				cwndRaw = append(cwndRaw, map[string]any{"t": at, "val": c})
+				rttRaw = append(rttRaw, map[string]any{"t": at, "val": r})
+			}
+			for key, v := range map[string][]any{"tcp_cwnd": cwnd, "tcp_rtt": rtt, "tcp_rtt_var": rttVar} {
+				results[flow+"::"+key] = v
+				sm[flow+"::"+key] = map[string]any{"IDX": float64(40 + i), "RUNNER": "NullRunner"}
+			}
+			raw[flow+"::tcp_cwnd"], raw[flow+"::tcp_rtt"] = cwndRaw, rttRaw
+		}
+		run := holdToFlent(t, "socket-stats-own-raw", d, &[2]float64{1, -1}, &[2]float64{2, 0})
+		for _, se := range run.Series {
+			if strings.Contains(se.Name, "::tcp_") && (se.Kind != KindFlent || se.Units != "") {
+				t.Errorf("%s read as %+v, not a series of its own in no unit", se.Name, se)
+			}
+		}
+		for _, g := range report.Throughput(run) {
+			if strings.Contains(g.Name, "::") {
+				t.Errorf("%s is among the throughput series (the sums' members and the panels')", g.Name)
+			}
+		}
+		aggregatesOfGrid(t, d, run, "upload", flows)
+	})
+	// The files flent 0.11 and netperf-wrapper wrote (2015: flent's
+	// unit tests' test-rrul-icmp, test-rtt-fair, test-voip-rrul) stamp TIME and T0
+	// in the local time of the machine, with no zone. flent 2.1.1 guesses the zone
+	// as the whole hours that bring TIME nearest to the earliest raw timestamp, and
+	// moves TIME and T0 by it: its header says the time so moved, and its t0 is
+	// where the raw values start. Read as UTC, T0 was hours after every probe and
+	// the loaded ping rows were empty. Built from a recorded rrul_icmp, its times
+	// written as a clock 2 h east, 5 h west and 5:30 east of UTC would have. The
+	// last flent moves by 5 whole hours: its t0 is then 30 minutes after every
+	// raw value, and the run is held to flent without a cut only (a cut leaves
+	// no raw ping, and flent falls back to the ping's grid, which a ping read
+	// from its replies does not keep).
+	for _, zone := range []struct {
+		name  string
+		shift time.Duration
+		same  bool // whole hours: the run as it was recorded
+	}{{"CEST", 2 * time.Hour, true}, {"EST", -5 * time.Hour, true}, {"IST", 5*time.Hour + 30*time.Minute, false}} {
+		t.Run("TIME and T0 in local time, "+zone.name, func(t *testing.T) {
+			const recorded = "testdata/recorded/rrul_icmp.flent.gz"
+			d := readFlentJSON(t, recorded)
+			md := d["metadata"].(map[string]any)
+			for _, key := range []string{"TIME", "T0"} {
+				at, err := parseTime(md[key].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				md[key] = at.Add(zone.shift).Format("2006-01-02T15:04:05.000000")
+			}
+			d["version"] = 2
+			cuts := []*[2]float64{{1, -1}, {2, 0}}
+			if !zone.same {
+				cuts = nil
+			}
+			run := holdToFlent(t, "naive-"+zone.name, d, cuts...)
+			_, out, err := flentsummary.Run(filepath.Join(dir, "naive-"+zone.name+".flent.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := regexp.MustCompile(`test run from (\S+ \S+)`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no time in flent's header:\n%s", out)
+			}
+			if ours := run.Metadata.StartTime.Format("2006-01-02 15:04:05.000000"); ours != m[1] {
+				t.Errorf("the run's time is %s, flent's header %s", ours, m[1])
+			}
+			orig, err := Read(recorded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, want := rowsByName(report.Summarize(run)), rowsByName(report.Summarize(orig))
+			for _, name := range []string{"Ping (ms) ICMP loaded", "Ping (ms) avg loaded"} {
+				if zone.same && ours[name].Points == 0 {
+					t.Errorf("%s: no points", name)
+				}
+				if zone.same && (ours[name].Points != want[name].Points || ours[name].Median != want[name].Median) {
+					t.Errorf("%s: %d points, median %v; recorded with a zone: %d, %v", name, ours[name].Points, ours[name].Median, want[name].Points, want[name].Median)
+				}
+			}
+			if zone.same && run.Metadata.T0 != orig.Metadata.T0 {
+				t.Errorf("t0 %.6f, recorded with a zone %.6f", run.Metadata.T0, orig.Metadata.T0)
+			}
+		})
+	}
+	// flent 1.0's tcp_nup (test-tcp_nup.flent.gz of flent's unit tests) has
+	// x_values 2.2 s past its TOTAL_LENGTH with its flows still sending there, and
+	// flent's sum and average are over all of them: so are ours (the flows' rows
+	// are their raw values either way), while a cut still counts back from
+	// TOTAL_LENGTH. Built from a recorded tcp_nup whose TOTAL_LENGTH is made 12 s,
+	// 3 s before its flows end.
+	t.Run("x_values past TOTAL_LENGTH", func(t *testing.T) {
+		d := readFlentJSON(t, "testdata/recorded/tcp_nup.flent.gz")
+		md := d["metadata"].(map[string]any)
+		md["TOTAL_LENGTH"] = 12.0
+		run := holdToFlent(t, "grid-past-total", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3, 19})
+		aggregatesOfGrid(t, d, run, "upload", []string{"TCP upload::1", "TCP upload::2", "TCP upload::3", "TCP upload::4"})
+	})
 	// Older formats, as flent 2.1.1 converts them on loading: version 1 with its
 	// raw values in SERIES_META and with none (flent makes them of the grid), and
 	// version 3 with qdisc drops counted since the start.
@@ -377,4 +504,40 @@ func TestFlentBuiltFiles(t *testing.T) {
 		m["COMMAND"] = "netperf -P 0 -v 0 -D -0.20 -4 -H 198.18.250.2 -t UDP_RR -l 10"
 		holdToFlent(t, "ping-udp-rr", d, &[2]float64{1, -1}, &[2]float64{2, 0}, &[2]float64{3.3, 7.1})
 	})
+}
+
+func rowsByName(s report.Summary) map[string]report.Row {
+	out := map[string]report.Row{}
+	for _, r := range s.Rows {
+		out[r.Name] = r
+	}
+	return out
+}
+
+// aggregatesOfGrid holds the medians of our sum and average of a direction's
+// flows to those of the sum and average of the flows' values on the file's grid,
+// point by point over every x value, that flent prints N/A for: a median of an
+// aggregate is the aggregate's.
+func aggregatesOfGrid(t *testing.T, d map[string]any, run *datafile.Run, dir string, flows []string) {
+	t.Helper()
+	results := d["results"].(map[string]any)
+	var sums, avgs []float64
+	for k := range d["x_values"].([]any) {
+		sum, n := 0.0, 0
+		for _, f := range flows {
+			if v, ok := results[f].([]any)[k].(float64); ok {
+				sum, n = sum+v, n+1
+			}
+		}
+		if n > 0 {
+			sums, avgs = append(sums, sum), append(avgs, sum/float64(n))
+		}
+	}
+	rows := rowsByName(report.Summarize(run))
+	for stat, xs := range map[string][]float64{"sum": sums, "avg": avgs} {
+		name := "TCP " + dir + " " + stat
+		if got, want := rows[name].Median, report.Median(xs); !(math.Abs(got-want) <= 1e-9*math.Abs(want)) {
+			t.Errorf("%s: median %v, the median of the flows' %s on the grid %v", name, got, stat, want)
+		}
+	}
 }

@@ -13,7 +13,8 @@ type Grid struct {
 	N        int
 }
 
-// GridOf returns the run's grid, covering its total length.
+// GridOf returns the run's grid, covering its total length (or its GridLength,
+// where a file's grid reaches further).
 func GridOf(m datafile.Metadata) Grid {
 	step := m.Step
 	if !(step > 0) || math.IsInf(step, 0) {
@@ -22,7 +23,7 @@ func GridOf(m datafile.Metadata) Grid {
 	// Readers refuse files whose grid is out of these bounds (datafile.CheckGrid); a
 	// run made in code is held to them too, rather than allocating without bound or
 	// panicking on a negative length.
-	n := datafile.GridPoints(m.TotalLength, step)
+	n := datafile.GridPoints(max(m.TotalLength, m.GridLength), step)
 	switch {
 	case !(n >= 1):
 		n = 1

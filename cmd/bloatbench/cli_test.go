@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/bloatbench/bloatbench/datafile"
 )
 
 // Usage errors exit 2 with a short usage on stderr, nothing on stdout, and a
@@ -465,5 +467,42 @@ func TestListsAsJSON(t *testing.T) {
 	}
 	if stdout, _, _ := runApp("setups"); !strings.HasPrefix(stdout, "SETUP") {
 		t.Errorf("setups: text by default:\n%s", stdout)
+	}
+}
+
+// export --flent given a flent file, by its name or under a bloatbench file's,
+// says it is one and what reads it, where reading it as a bloatbench file said
+// "record 1: unexpected end of JSON input"; and writes nothing.
+func TestExportOfAFlentFile(t *testing.T) {
+	dir := t.TempDir()
+	flentPath := filepath.Join(dir, "old.flent.gz")
+	if _, stderr, code := runApp("export", "--flent", "-o", flentPath, writeRun(t, dir, "run", 4, 1)); code != 0 {
+		t.Fatalf("export of a data file: exit %d\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(flentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	misnamed := filepath.Join(dir, "misnamed"+datafile.Ext)
+	if err := os.WriteFile(misnamed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{flentPath, misnamed} {
+		out := filepath.Join(dir, "again.flent.gz")
+		_, stderr, code := runApp("export", "--flent", "-o", out, in)
+		if code != 1 {
+			t.Errorf("export --flent %s: exit %d, want 1\n%s", in, code, stderr)
+		}
+		for _, want := range []string{in + " is a flent data file already", "flent -i " + in + " -f summary", "export --flent converts bloatbench's data files"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("export --flent %s: stderr does not say %q:\n%s", in, want, stderr)
+			}
+		}
+		if strings.Contains(stderr, "JSON") {
+			t.Errorf("export --flent %s: stderr speaks of JSON:\n%s", in, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("export --flent %s wrote %s", in, out)
+		}
 	}
 }

@@ -50,6 +50,11 @@ func exportCommand() *cli.Command {
 				return usagef(c, "-o names one output file; give one input, or leave -o out to write beside each input")
 			}
 			for _, p := range c.Args().Slice() {
+				if flentfile.Is(p) || flentfile.Holds(p) {
+					// Read as a bloatbench file it failed on its first record
+					// with a JSON error that said nothing of what it was.
+					return fmt.Errorf("%s is a flent data file already: flent reads it as it is (flent -i %s -f summary), as do bloatbench summary, compare and plot under a name ending in %s; export --flent converts bloatbench's data files (*%s) to flent's", p, p, flentfile.Ext, datafile.Ext)
+				}
 				run, err := datafile.ReadContext(ctx, p)
 				if err != nil {
 					return err
