@@ -25,6 +25,10 @@ func TestMAC(t *testing.T) {
 	good := macFields("secret", ctxStream, nonce, h.fields()...)
 	tampered := h
 	tampered.CC = "bogus"
+	// The socket shape is the server's to act on: a hello whose shape was
+	// changed on the way fails too.
+	reshaped := h
+	reshaped.Shape.RecvBuffer = 4096
 	for _, tc := range []struct {
 		name   string
 		secret string
@@ -37,6 +41,7 @@ func TestMAC(t *testing.T) {
 		{"right MAC", "secret", ctxStream, nonce, good, h.fields(), true},
 		{"replayed against a new nonce", "secret", ctxStream, other, good, h.fields(), false},
 		{"tampered field", "secret", ctxStream, nonce, good, tampered.fields(), false},
+		{"tampered socket shape", "secret", ctxStream, nonce, good, reshaped.fields(), false},
 		{"wrong secret", "other", ctxStream, nonce, good, h.fields(), false},
 		{"empty secret", "", ctxStream, nonce, macFields("", ctxStream, nonce, h.fields()...), h.fields(), false},
 		{"another protocol's", "secret", ctxTCPRR, nonce, good, h.fields(), false},
@@ -74,6 +79,8 @@ func TestHelloCheck(t *testing.T) {
 		"cc path":         func(h *hello) { h.CC = "../../x" },
 		"TOS":             func(h *hello) { h.TOS = 256 },
 		"duration":        func(h *hello) { h.Duration = -1 },
+		"send size":       func(h *hello) { h.Shape.SendSize = -1 },
+		"1 GB buffer":     func(h *hello) { h.Shape.RecvBuffer = 1 << 30 },
 	} {
 		h := ok
 		mod(&h)
@@ -313,7 +320,8 @@ func TestListenerRefusesBadHellos(t *testing.T) {
 func TestListenerHoldsToPlan(t *testing.T) {
 	const token = "tok"
 	raw, _, err := Kinds()["tcp-streams"].Plan(map[string]any{"flows": []any{
-		map[string]any{"direction": "download", "count": 1}, map[string]any{"direction": "upload", "count": 1, "tcp_info": true}}}, NewPlanner())
+		map[string]any{"direction": "download", "count": 1, "send_size": "16K", "recv_buffer": "131072"},
+		map[string]any{"direction": "upload", "count": 1, "tcp_info": true}}}, NewPlanner())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,14 +332,20 @@ func TestListenerHoldsToPlan(t *testing.T) {
 	if _, _, err := streamsPlanOf([]Client{{Kind: "udp-rr"}}); err == nil {
 		t.Error("a udp-rr client of tcp-listen planned")
 	}
+	netperfish := SocketShape{SendSize: 16384, RecvBuffer: 131072}
+	if got := plan["TCP download::1"].Shape; got != netperfish {
+		t.Fatalf("the plan's socket shape %+v, want %+v", got, netperfish)
+	}
 	lab := startPlannedLab(t, ListenSpec{Addr: "127.0.0.1", Token: token, Step: 0.05, Plan: plan, Duration: longest}, nil)
 	for name, h := range map[string]hello{
-		"unplanned flow":   {Flow: "TCP download::7", Direction: Download, Duration: 1},
-		"other direction":  {Flow: "TCP download::1", Direction: Upload, Duration: 1},
-		"cc not planned":   {Flow: "TCP download::1", Direction: Download, CC: "reno", Duration: 1},
-		"TOS not planned":  {Flow: "TCP download::1", Direction: Download, TOS: 4, Duration: 1},
+		"unplanned flow":   {Flow: "TCP download::7", Direction: Download, Duration: 1, Shape: netperfish},
+		"other direction":  {Flow: "TCP download::1", Direction: Upload, Duration: 1, Shape: netperfish},
+		"cc not planned":   {Flow: "TCP download::1", Direction: Download, CC: "reno", Duration: 1, Shape: netperfish},
+		"TOS not planned":  {Flow: "TCP download::1", Direction: Download, TOS: 4, Duration: 1, Shape: netperfish},
 		"tcp_info not set": {Flow: "TCP upload::1", Direction: Upload, Duration: 1},
-		"longer than plan": {Flow: "TCP download::1", Direction: Download, Duration: 3},
+		"longer than plan": {Flow: "TCP download::1", Direction: Download, Duration: 3, Shape: netperfish},
+		"shape not planned": {Flow: "TCP download::1", Direction: Download, Duration: 1,
+			Shape: SocketShape{SendSize: 16384, RecvBuffer: 1 << 20}},
 	} {
 		c, _ := dialHello(t, lab.addr(), token, &h)
 		if !refused(c) {
@@ -345,7 +359,7 @@ func TestListenerHoldsToPlan(t *testing.T) {
 	}
 	lab.mu.Lock()
 	defer lab.mu.Unlock()
-	if w := strings.Join(lab.warns, "\n"); !strings.Contains(w, "refused 6 connections") || !strings.Contains(w, "the run planned") {
+	if w := strings.Join(lab.warns, "\n"); !strings.Contains(w, "refused 7 connections") || !strings.Contains(w, "the run planned") {
 		t.Errorf("warnings %q", lab.warns)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -54,20 +55,52 @@ var zeroSource = sync.OnceValues(func() (*os.File, error) {
 var zeros = make([]byte, chunk)
 
 // send writes until the connection fails, is closed or passes its write deadline:
-// that is how a stream ends.
-func send(c *net.TCPConn, g *StreamGate) {
+// that is how a stream ends. A size above 0 has it write that many bytes a call
+// from a buffer of the stream's own, as an ordinary application does (netperf's
+// -m); 0 sends shared pages with sendfile.
+func send(c *net.TCPConn, g *StreamGate, size int) {
 	defer g.stream()()
+	if size > 0 {
+		writeCopy(c, g, make([]byte, size))
+		return
+	}
 	if src, err := zeroSource(); err == nil {
 		if sendFile(c, src, g) == nil {
 			return
 		}
 	}
+	writeCopy(c, g, zeros)
+}
+
+// writeCopy writes buf over and over until the stream ends.
+func writeCopy(c *net.TCPConn, g *StreamGate, buf []byte) {
 	for {
 		held := g.enter()
-		_, err := c.Write(zeros)
+		_, err := c.Write(buf)
 		g.leave(held)
 		if err != nil {
 			return
+		}
+	}
+}
+
+// readCopy receives until the stream ends as an ordinary application does (netperf's
+// -M): each read copies up to size bytes into the stream's own buffer. It returns
+// as discard does.
+func readCopy(c *net.TCPConn, m *meter, g *StreamGate, size int) error {
+	defer g.stream()()
+	buf := make([]byte, size)
+	for {
+		held := g.enter()
+		n, err := c.Read(buf)
+		g.leave(held)
+		m.add(int64(n))
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, linux.ECONNRESET):
+			return nil
+		default:
+			return fmt.Errorf("receive: %w", err)
 		}
 	}
 }

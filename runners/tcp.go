@@ -65,9 +65,9 @@ func (l *Listener) planned(h hello) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("stream %q is not one the run planned", truncate(h.Flow))
-	case f.Direction != h.Direction || f.CC != h.CC || f.TOS != h.TOS || f.TCPInfo != h.TCPInfo:
-		return fmt.Errorf("stream %q asks for direction %q, cc %q, TOS %d, tcp_info %v; the run planned %q, %q, %d, %v",
-			truncate(h.Flow), truncate(h.Direction), truncate(h.CC), h.TOS, h.TCPInfo, f.Direction, f.CC, f.TOS, f.TCPInfo)
+	case f.Direction != h.Direction || f.CC != h.CC || f.TOS != h.TOS || f.TCPInfo != h.TCPInfo || f.Shape != h.Shape:
+		return fmt.Errorf("stream %q asks for direction %q, cc %q, TOS %d, tcp_info %v, sockets %q; the run planned %q, %q, %d, %v, %q",
+			truncate(h.Flow), truncate(h.Direction), truncate(h.CC), h.TOS, h.TCPInfo, h.Shape, f.Direction, f.CC, f.TOS, f.TCPInfo, f.Shape)
 	case h.Duration > l.spec.Duration:
 		return fmt.Errorf("stream %q asks for %gs: the run planned %gs", truncate(h.Flow), h.Duration, l.spec.Duration)
 	}
@@ -102,6 +102,8 @@ type StreamFlow struct {
 	// ECN is what the flow asks its connection to negotiate (off, on, accecn;
 	// "" takes the host's setting): checked once connected (tcpecn.go).
 	ECN string `json:"ecn,omitempty"`
+	// Shape is how both ends use their sockets (sockshape.go).
+	Shape SocketShape `json:"shape,omitzero"`
 }
 
 // hello is the first line a stream's client sends, once it has the server's
@@ -115,12 +117,14 @@ type hello struct {
 	TOS       int     `json:"tos,omitempty"`
 	TCPInfo   bool    `json:"tcp_info,omitempty"`
 	Duration  float64 `json:"duration"`
+	// Shape is the stream's socket use: the server sends or receives so.
+	Shape SocketShape `json:"shape,omitzero"`
 }
 
 // fields are what the hello's MAC covers: every field the server acts on.
 func (h hello) fields() []string {
-	return []string{h.Flow, h.Direction, h.CC, strconv.Itoa(h.TOS), strconv.FormatBool(h.TCPInfo),
-		strconv.FormatFloat(h.Duration, 'g', -1, 64)}
+	return append([]string{h.Flow, h.Direction, h.CC, strconv.Itoa(h.TOS), strconv.FormatBool(h.TCPInfo),
+		strconv.FormatFloat(h.Duration, 'g', -1, 64)}, h.Shape.fields()...)
 }
 
 const (
@@ -148,6 +152,9 @@ func (h hello) check(allowed map[string]bool) error {
 	case !(h.Duration >= 0 && h.Duration <= maxStreamDuration):
 		return fmt.Errorf("flow %q: duration %gs", truncate(h.Flow), h.Duration)
 	}
+	if err := h.Shape.check(); err != nil {
+		return fmt.Errorf("flow %q: %w", truncate(h.Flow), err)
+	}
 	return nil
 }
 
@@ -169,8 +176,17 @@ const (
 	// the client never close.
 	senderGrace = 10 * time.Second
 	// connectAhead is how long before their start time the streams connect, plus
-	// connectEach per stream past the first wave of dialing.
-	connectAhead = 2 * time.Second
+	// connectEach per stream past the first wave of dialing: long enough for the
+	// hellos, short as an application that connects when it has data to send.
+	// Connected long before their start, the streams run their congestion control
+	// on a clock that began at the handshake: BBR takes its minimum RTT there and
+	// drains the queue for it (PROBE_RTT) when that sample is 10 s old, so with 2 s
+	// ahead every stream drained at once 8 s into the streams (t0 + 10.2 s at
+	// -d 2), where iperf3's and netperf's streams, which connect as they start,
+	// drain 10 s in. Measured on the shaped local lab (docs/labs.md): 2 s ahead,
+	// the loaded ping fell to 2 ms at t0 + 10.2 and 20.4 s in 11 runs of 11; 0.1 s
+	// ahead, at t0 + 12.0 s in 4 of 4; iperf3's 10.2-11.0 s after it started.
+	connectAhead = 250 * time.Millisecond
 	connectEach  = 2 * time.Millisecond
 	// dialing bounds the connections in progress at once: a listener's accept queue
 	// is 128 connections on kernels before 5.4 (net.core.somaxconn), and a SYN it
@@ -373,6 +389,12 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 			return fmt.Errorf("%s: %w", h.Flow, err)
 		}
 	}
+	if rc, err := c.SyscallConn(); err != nil {
+		return fmt.Errorf("%s: %w", h.Flow, err)
+	} else if err := setStreamBuffer(rc, h.Direction == Download, bufferOf(h.Shape, h.Direction == Download)); err != nil {
+		// This end sends a download and receives an upload.
+		return fmt.Errorf("%s: %w", h.Flow, err)
+	}
 	if h.TOS != 0 {
 		// This end's packets carry the mark too: a download's data, an upload's ACKs.
 		if err := setTOS(c, c.LocalAddr().(*net.TCPAddr).IP.To4() != nil, h.TOS); err != nil {
@@ -398,10 +420,10 @@ func (l *Listener) serveConn(ctx context.Context, c *net.TCPConn) error {
 		if h.TCPInfo {
 			defer startTCPInfo(ctx, c, h.Flow, h.Direction, l.host, startTime(l.spec.Start), l.spec.Step, l.env)()
 		}
-		send(c, l.env.Streams)
+		send(c, l.env.Streams, h.Shape.SendSize)
 		return nil
 	case "upload":
-		return receive(c, h.Flow, l.meters, l.env.Streams)
+		return receive(c, h.Flow, l.meters, l.env.Streams, h.Shape.RecvSize)
 	}
 	return nil
 }
@@ -499,6 +521,11 @@ func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPC
 				return err
 			}
 		}
+		// Before connecting, as netperf sets them: the window scale the SYN
+		// offers is chosen from the receive buffer.
+		if err := setStreamBuffer(rc, f.Direction == Upload, bufferOf(f.Shape, f.Direction == Upload)); err != nil {
+			return err
+		}
 		if f.TOS != 0 {
 			return setTOS(rawConn{rc}, network == "tcp4", f.TOS)
 		}
@@ -514,7 +541,7 @@ func connectFlow(ctx context.Context, spec StreamsSpec, f StreamFlow) (*net.TCPC
 		c.Close()
 		return nil, err
 	}
-	hl := hello{Flow: f.Name, Direction: f.Direction, CC: f.CC, TOS: f.TOS, TCPInfo: f.TCPInfo, Duration: spec.Duration}
+	hl := hello{Flow: f.Name, Direction: f.Direction, CC: f.CC, TOS: f.TOS, TCPInfo: f.TCPInfo, Duration: spec.Duration, Shape: f.Shape}
 	hl.MAC = macFields(spec.Token, ctxStream, nonce, hl.fields()...)
 	h, _ := json.Marshal(hl)
 	if _, err := c.Write(append(h, '\n')); err != nil {
@@ -542,9 +569,9 @@ func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler,
 	}
 	switch f.Direction {
 	case "download":
-		return receive(c, f.Name, meters, g)
+		return receive(c, f.Name, meters, g, f.Shape.RecvSize)
 	case "upload":
-		send(c, g)
+		send(c, g, f.Shape.SendSize)
 		// Half-close so the receiver sees the end and counts its last interval.
 		c.CloseWrite()
 		io.Copy(io.Discard, c)
@@ -556,9 +583,14 @@ func runFlow(ctx context.Context, c *net.TCPConn, f StreamFlow, meters *sampler,
 // receive counts a stream's bytes until it ends, one throughput sample every step
 // (bytes in the interval and its exact length, measured at the receiver) and a last
 // one at its end.
-func receive(c *net.TCPConn, series string, meters *sampler, g *StreamGate) error {
+func receive(c *net.TCPConn, series string, meters *sampler, g *StreamGate, size int) error {
 	m := meters.start(series, time.Now())
-	err := discard(c, m, g)
+	var err error
+	if size > 0 {
+		err = readCopy(c, m, g, size)
+	} else {
+		err = discard(c, m, g)
+	}
 	meters.stop(m, time.Now())
 	return err
 }
@@ -655,6 +687,12 @@ type flowGroup struct {
 	TCPInfo boolFlag `json:"tcp_info,omitempty"`
 	// ECN is what the group's connections must negotiate: off, on or accecn.
 	ECN string `json:"ecn,omitempty"`
+	// The group's socket use (SocketShape), as a test writes it: bytes, or
+	// with netperf's suffixes.
+	SendSize   byteSize `json:"send_size,omitempty"`
+	RecvSize   byteSize `json:"recv_size,omitempty"`
+	SendBuffer byteSize `json:"send_buffer,omitempty"`
+	RecvBuffer byteSize `json:"recv_buffer,omitempty"`
 }
 
 // streamsPlan is what the agent gets: every flow, named.
@@ -711,8 +749,13 @@ var tcpStreamsKind = Kind{
 			if err := checkECNParam(g.ECN); err != nil {
 				return nil, nil, fmt.Errorf("flows[%d].%w", i, err)
 			}
+			shape := SocketShape{SendSize: int(g.SendSize), RecvSize: int(g.RecvSize), SendBuffer: int(g.SendBuffer), RecvBuffer: int(g.RecvBuffer)}
+			if err := shape.check(); err != nil {
+				return nil, nil, fmt.Errorf("flows[%d]: %w", i, err)
+			}
 			for k := 0; k < n; k++ {
-				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction, TOS: tos, TCPInfo: bool(g.TCPInfo), ECN: g.ECN}
+				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction, TOS: tos, TCPInfo: bool(g.TCPInfo), ECN: g.ECN,
+					Shape: shape}
 				if g.Name != "" {
 					f.Name = g.Name
 				}
