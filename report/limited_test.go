@@ -19,7 +19,7 @@ func addLimits(run *datafile.Run, flow, pair string, busy, rwnd, sndbuf float64,
 	m := run.Metadata
 	stats := []string{datafile.StatBusyTime, datafile.StatRwndLimited, datafile.StatSndbufLimited}
 	for _, stat := range stats {
-		se := datafile.Series{Name: datafile.PairName(flow+" "+stat, pair), Kind: datafile.KindTCPInfo, Units: "ms",
+		se := datafile.Series{Name: datafile.PairName(flow+" "+stat, pair), Kind: datafile.KindTCPInfo, Units: "ms/step",
 			Host: "server", Direction: "download", Stat: stat, Pair: pair}
 		run.Series = append(run.Series, se)
 	}
@@ -116,7 +116,7 @@ func TestWindowLimitsFlows(t *testing.T) {
 	run := syntheticRun(2, false)
 	addLimits(run, "TCP download::1", "2", 200, 20, 0, nil)
 	// A flow with busy_time alone says nothing of what limited it.
-	run.Series = append(run.Series, datafile.Series{Name: "TCP download::2 busy_time", Kind: datafile.KindTCPInfo, Units: "ms", Direction: "download", Stat: datafile.StatBusyTime})
+	run.Series = append(run.Series, datafile.Series{Name: "TCP download::2 busy_time", Kind: datafile.KindTCPInfo, Units: "ms/step", Direction: "download", Stat: datafile.StatBusyTime})
 	run.Samples["TCP download::2 busy_time"] = []datafile.Sample{{T: run.Metadata.T0 + 3, V: 200}}
 	// Another kind's series of that stat is not a flow's counter.
 	run.Series = append(run.Series, datafile.Series{Name: "x rwnd_limited", Kind: datafile.KindRR, Stat: datafile.StatRwndLimited})
@@ -230,7 +230,7 @@ func TestSummaryWindowLimited(t *testing.T) {
 	}
 	// Rows of the counters, each the flow's ms a step.
 	for _, r := range s.Rows {
-		if r.Name == "TCP download::1 rwnd_limited" && (r.Avg != 30 || r.Units != "ms" || r.Points != 50) {
+		if r.Name == "TCP download::1 rwnd_limited" && (r.Avg != 30 || r.Units != "ms/step" || r.Points != 50) {
 			t.Errorf("row %+v", r)
 		}
 	}

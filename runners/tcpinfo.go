@@ -25,10 +25,13 @@ import (
 // did). Time in the step, not a share of it: times add up over any window (the
 // load, a --cut), so the summary's share is their sum over busy_time's, exactly;
 // shares of steps would have to be weighted back by their steps' busy times.
+// Their unit is "ms/step", not srtt's "ms": a busy step counts the step's
+// length, and the page that charts a unit's series together would put the
+// round trip's few ms under it.
 var tcpInfoStats = []struct{ stat, units string }{
 	{"srtt", "ms"}, {"rttvar", "ms"}, {"cwnd", "packets"}, {"retransmits", "packets"},
 	{"delivery_rate", "Mbits/s"}, {"pacing_rate", "Mbits/s"}, {"delivered_ce", "packets"},
-	{datafile.StatBusyTime, "ms"}, {datafile.StatRwndLimited, "ms"}, {datafile.StatSndbufLimited, "ms"},
+	{datafile.StatBusyTime, "ms/step"}, {datafile.StatRwndLimited, "ms/step"}, {datafile.StatSndbufLimited, "ms/step"},
 }
 
 // TCPInfoSeries names a flow's TCP_INFO series: "TCP download::1 srtt".
