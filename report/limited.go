@@ -2,7 +2,9 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -73,14 +75,8 @@ func WindowLimits(run *datafile.Run, from, to float64) []FlowLimits {
 		if se.Kind != datafile.KindTCPInfo || datafile.Classify(se).Role != datafile.RoleFlowStat {
 			continue
 		}
-		var dst func(*counters) *[]datafile.Sample
 		switch se.Stat {
-		case datafile.StatBusyTime:
-			dst = func(c *counters) *[]datafile.Sample { return &c.busy }
-		case datafile.StatRwndLimited:
-			dst = func(c *counters) *[]datafile.Sample { return &c.rwnd }
-		case datafile.StatSndbufLimited:
-			dst = func(c *counters) *[]datafile.Sample { return &c.sndbuf }
+		case datafile.StatBusyTime, datafile.StatRwndLimited, datafile.StatSndbufLimited:
 		default:
 			continue
 		}
@@ -95,7 +91,15 @@ func WindowLimits(run *datafile.Run, from, to float64) []FlowLimits {
 			byFlow[k] = c
 			order = append(order, k)
 		}
-		*dst(c) = append(*dst(c), run.Samples[se.Name]...)
+		xs := run.Samples[se.Name]
+		switch se.Stat {
+		case datafile.StatBusyTime:
+			c.busy = append(c.busy, xs...)
+		case datafile.StatRwndLimited:
+			c.rwnd = append(c.rwnd, xs...)
+		default:
+			c.sndbuf = append(c.sndbuf, xs...)
+		}
 	}
 	var out []FlowLimits
 	for _, k := range order {
@@ -114,17 +118,28 @@ func WindowLimits(run *datafile.Run, from, to float64) []FlowLimits {
 			}
 			return s
 		}
+		// A file's times are checked as it is read; a run made in memory may
+		// hold a NaN, which no map finds again.
 		for _, x := range c.busy {
-			at(x.T).busy = x.V
+			if !math.IsNaN(x.T) {
+				at(x.T).busy = x.V
+			}
 		}
 		for _, x := range c.rwnd {
-			at(x.T).rwnd = x.V
+			if !math.IsNaN(x.T) {
+				at(x.T).rwnd = x.V
+			}
 		}
 		for _, x := range c.sndbuf {
-			at(x.T).sndbuf = x.V
+			if !math.IsNaN(x.T) {
+				at(x.T).sndbuf = x.V
+			}
 		}
 		f := FlowLimits{Flow: datafile.PairName(k.flow, k.pair), HasRwnd: c.rwnd != nil, HasSndbuf: c.sndbuf != nil}
-		for t, s := range steps {
+		// In time order: a sum the same to the last bit every time it is read.
+		times := slices.Sorted(maps.Keys(steps))
+		for _, t := range times {
+			s := steps[t]
 			if !(t > from && t <= to) || !isTime(s.busy) {
 				continue
 			}

@@ -120,6 +120,9 @@ func TestWindowLimitsFlows(t *testing.T) {
 	run.Samples["TCP download::2 busy_time"] = []datafile.Sample{{T: run.Metadata.T0 + 3, V: 200}}
 	// Another kind's series of that stat is not a flow's counter.
 	run.Series = append(run.Series, datafile.Series{Name: "x rwnd_limited", Kind: datafile.KindRR, Stat: datafile.StatRwndLimited})
+	// A run made in memory may hold a time no file would: it is no step.
+	busy := "TCP download::1 busy_time (pair 2)"
+	run.Samples[busy] = append(run.Samples[busy], datafile.Sample{T: math.NaN(), V: 200})
 	fl := WindowLimits(run, math.Inf(-1), math.Inf(1))
 	if len(fl) != 1 || fl[0].Flow != "TCP download::1 (pair 2)" || fl[0].BusyMs != 10000 || fl[0].RwndMs != 1000 {
 		t.Fatalf("flows %+v", fl)
