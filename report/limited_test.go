@@ -149,7 +149,7 @@ func TestLimitWarnings(t *testing.T) {
 		want  []string // substrings, one list per warning, in order
 	}{
 		{name: "none limited", flows: []FlowLimits{flow("TCP download::1", 10000, 0, 0), flow("TCP download::2", 10000, 12, 0)}},
-		{name: "at the threshold", flows: []FlowLimits{flow("TCP download::1", 10000, 200, 200)}},
+		{name: "at the threshold", flows: []FlowLimits{flow("TCP download::1", 10000, 100, 100)}},
 		{name: "too little busy time to judge", flows: []FlowLimits{flow("TCP download::1", 400, 400, 400)}},
 		{
 			// The netperf run that raised this: three flows of four held to the
@@ -157,7 +157,7 @@ func TestLimitWarnings(t *testing.T) {
 			name: "three of four",
 			flows: []FlowLimits{flow("TCP download::1", 10000, 40, 0), flow("TCP download::2", 10000, 570, 0),
 				flow("TCP download::3", 10000, 530, 0), flow("TCP download::4", 10000, 490, 0)},
-			want: []string{"window-limited flows: TCP download::2 5.7%, TCP download::3 5.3%, TCP download::4 4.9% of their sending time under load stopped by the receiver's window (tcp_info's rwnd_limited over busy_time, more than 2%: ",
+			want: []string{"window-limited flows: TCP download::2 5.7%, TCP download::3 5.3%, TCP download::4 4.9% of their sending time under load stopped by the receiver's window (tcp_info's rwnd_limited over busy_time, more than 1%: ",
 				"They sent what the receiver's window allowed, not what the bottleneck would take, so the queue, and the ping's delay, is shallower than an autotuned application's would be: a receiver with a fixed socket buffer does this (netperf"},
 		},
 		{
