@@ -23,6 +23,17 @@ const (
 	KindSoftnet  = "softnet"  // a host's softnet counters
 )
 
+// The Stat of a flow's TCP_INFO time counters (KindTCPInfo), each the
+// milliseconds the step added: the time the sender had data to send
+// (tcpi_busy_time), and of that the time the receiver's advertised window held
+// it back (tcpi_rwnd_limited) and its own send buffer did (tcpi_sndbuf_limited).
+// The summary warns of a flow limited by either for much of its time.
+const (
+	StatBusyTime      = "busy_time"
+	StatRwndLimited   = "rwnd_limited"
+	StatSndbufLimited = "sndbuf_limited"
+)
+
 // MeasureRTT marks a series whose samples are round trips, as a ping series'
 // are: V the round trip in ms, T when the reply came (a lost probe: when it was
 // sent), or for a request/response client the mean of the transactions of an

@@ -57,10 +57,19 @@ func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) err
 			if len(s.Runs) > 1 {
 				// In markdown a paragraph of its own: a line right under a table is
 				// one more of its rows to GitHub.
+				// The other runs' warnings are said to be there, as the
+				// summary's own are printed in each format.
+				later := laterWarnings(s.Runs)
 				if md {
 					fmt.Fprintf(&b, "\n(run 1 of %d; the tables below use all %d)\n", len(s.Runs), len(s.Runs))
+					if later != "" {
+						fmt.Fprintf(&b, "\n_Warning: %s_\n", later)
+					}
 				} else {
 					fmt.Fprintf(&b, "   (run 1 of %d; the tables below use all %d)\n", len(s.Runs), len(s.Runs))
+					if later != "" {
+						fmt.Fprintf(&b, "   Warning: %s\n", later)
+					}
 				}
 			}
 			b.WriteString("\n")
@@ -80,6 +89,26 @@ func WriteCompare(w io.Writer, format string, cs []Comparison, cols Columns) err
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// laterWarnings says which of a setup's runs after the first, whose summary
+// is the only one printed, have warnings of their own: a window-limited flow or
+// a misplaced queue in run 4 moves the medians the tables show as much as in
+// run 1. Only numbers: nothing of a file's to escape. "" when none has.
+func laterWarnings(runs []Summary) string {
+	var with []string
+	for i, r := range runs[1:] {
+		if len(r.Warnings) > 0 {
+			with = append(with, fmt.Sprint(i+2))
+		}
+	}
+	if len(with) == 0 {
+		return ""
+	}
+	if len(with) == 1 {
+		return "run " + with[0] + " has warnings of its own (bloatbench summary prints them)"
+	}
+	return "runs " + strings.Join(with[:len(with)-1], ", ") + " and " + with[len(with)-1] + " have warnings of their own (bloatbench summary prints them)"
 }
 
 func metricLabel(m Metric) string {

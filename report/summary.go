@@ -84,10 +84,14 @@ type Summary struct {
 	// Cut is the window the summary was limited to, seconds into the run; nil = all.
 	Cut  *[2]float64
 	Rows []Row
-	// Warnings name the series that miss more than MaxGridMiss of their grid, a
-	// run whose qdiscs under test were not where its delay was, and a queue that
-	// drained slower than its configured rate.
+	// Warnings name the series that miss more than MaxGridMiss of their grid,
+	// the flows held back by a window for more than MaxWindowLimited of their
+	// time, a run whose qdiscs under test were not where its delay was, and a
+	// queue that drained slower than its configured rate.
 	Warnings []string
+	// LimitWarnings are the window-limited flows' alone: what a run says on
+	// stderr too, as the queue's.
+	LimitWarnings []string
 	// QueueWarnings are the last two kinds alone: what a run says on stderr too.
 	QueueWarnings []string
 	// Delay says where the loaded ping's delay went; nil without ping or bottleneck
@@ -364,6 +368,10 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 	}
 	sortRows(s.Rows)
 	s.Warnings = GridWarnings(run, from, to)
+	// Over the load, as the bottleneck's rows: the flows' window-limited time is
+	// what explains a queue (and a ping) shallower than the bottleneck's.
+	s.LimitWarnings = limitWarnings(WindowLimits(run, lf, lt))
+	s.Warnings = append(s.Warnings, s.LimitWarnings...)
 	s.Delay = attribute(s.Rows, devs, devOrder, lf, lt)
 	if w := s.Delay.Warning(); w != "" {
 		s.QueueWarnings = append(s.QueueWarnings, w)

@@ -17,9 +17,21 @@ import (
 // (tcpi_delivered_ce: exact with Accurate ECN, whose ACKs count the marks; with
 // RFC 3168's ECN every segment acknowledged while ECE is echoed counts, until
 // the sender's CWR, so it over-counts the marks).
+//
+// Then the kernel's time counters, each the milliseconds the step added:
+// tcpi_busy_time (the time the socket had data to send, the two below
+// included), tcpi_rwnd_limited (of that, the time the receiver's advertised
+// window held it back) and tcpi_sndbuf_limited (the time its own send buffer
+// did). Time in the step, not a share of it: times add up over any window (the
+// load, a --cut), so the summary's share is their sum over busy_time's, exactly;
+// shares of steps would have to be weighted back by their steps' busy times.
+// Their unit is "ms/step", not srtt's "ms": a busy step counts the step's
+// length, and the page that charts a unit's series together would put the
+// round trip's few ms under it.
 var tcpInfoStats = []struct{ stat, units string }{
 	{"srtt", "ms"}, {"rttvar", "ms"}, {"cwnd", "packets"}, {"retransmits", "packets"},
 	{"delivery_rate", "Mbits/s"}, {"pacing_rate", "Mbits/s"}, {"delivered_ce", "packets"},
+	{datafile.StatBusyTime, "ms/step"}, {datafile.StatRwndLimited, "ms/step"}, {datafile.StatSndbufLimited, "ms/step"},
 }
 
 // TCPInfoSeries names a flow's TCP_INFO series: "TCP download::1 srtt".
@@ -60,6 +72,7 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 	g := newStepGrid(start, step, 1, true)
 	defer g.close()
 	var lastRetrans, lastCE uint32
+	var busy, rwnd, sndbuf timeCounter
 	first := true
 	for {
 		if _, ev, _ := g.wait(ctx, nil); ev != stepTick {
@@ -88,11 +101,37 @@ func watchTCPInfo(ctx context.Context, c *net.TCPConn, flow, direction, host str
 			"delivery_rate": float64(info.Delivery_rate) * 8 / 1e6,
 			"pacing_rate":   pacingRate(info.Pacing_rate),
 			"delivered_ce":  float64(ce),
+			// The kernel counts in microseconds (jiffies, scaled).
+			datafile.StatBusyTime:      float64(busy.step(info.Busy_time)) / 1e3,
+			datafile.StatRwndLimited:   float64(rwnd.step(info.Rwnd_limited)) / 1e3,
+			datafile.StatSndbufLimited: float64(sndbuf.step(info.Sndbuf_limited)) / 1e3,
 		}
 		for _, s := range tcpInfoStats {
 			env.Emit(TCPInfoSeries(flow, s.stat), datafile.Sample{T: now, V: values[s.stat]})
 		}
 	}
+}
+
+// timeCounter turns one of TCP_INFO's cumulative time counters into what each
+// read added.
+type timeCounter struct {
+	last uint64
+	read bool
+}
+
+// step is what the counter added since the last read; the first read counts
+// all since the connection began (a flow limited from its first window is
+// limited in its first step too). A counter below its last read started over:
+// the kernel keeps these as 32-bit jiffies, which wrap (after 49.7 days at
+// HZ=1000), and the step then counts what it holds now, never the wrapped
+// difference of some 2^64 microseconds.
+func (c *timeCounter) step(now uint64) uint64 {
+	d := now - c.last
+	if !c.read || now < c.last {
+		d = now
+	}
+	c.last, c.read = now, true
+	return d
 }
 
 // pacingRate is the pacing rate in Mbit/s; the kernel reports "unlimited" as all

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -388,9 +389,10 @@ func printRun(c *cli.Command, path string, ro report.Options, cols report.Column
 		return err
 	}
 	// The run's queue was not where it was tested, or drained slower than
-	// configured: said on stderr too, where a run's warnings go, and not only in
+	// configured, or its flows were held back by a window rather than the
+	// bottleneck: said on stderr too, where a run's warnings go, and not only in
 	// the table a script may not read.
-	for _, w := range sum.QueueWarnings {
+	for _, w := range slices.Concat(sum.LimitWarnings, sum.QueueWarnings) {
 		fmt.Fprintln(c.Root().ErrWriter, "warning:", report.EscapeText(w))
 	}
 	fmt.Fprintf(c.Root().ErrWriter, "data file: %s\n", path)
