@@ -18,6 +18,9 @@
 #     fping -p 10 alongside;
 #   - loaded ICMP RTT: the same through a shaped lab (htb 100mbit, bfifo 300000, GSO
 #     off) while tcp_4down runs, over the streams' time;
+#   - peers on one shaped lab (bench/peers.sh, run last, its own table): tcp_4down
+#     against iperf3 -P 4 -R with ping beside it, and with netperf's socket use
+#     against flent's tcp_4down: loaded ping, fairness and sum, pairs alternating;
 #   - overhead: a ping-only run's wall time against its length + 2 x delay, and against
 #     flent's own `ping` test of the same length (when flent is installed);
 #   - scale: tcp_ndown with 1024 streams: peak RSS of the controller and of each agent,
@@ -27,6 +30,7 @@
 #   (as root; make bench builds first; defaults 10 s, 3 rounds, 60 s for the scale run;
 #   BENCH_STREAMS="1 2 4 8 16" sets the scaling table's stream counts;
 #   BENCH_PAIRS and BENCH_PAIR_SECONDS the sampling rows' pairs, 16 of 3 s;
+#   BENCH_PEER_PAIRS and BENCH_PEER_SECONDS the peers' table's, 3 of 30 s;
 #   BENCH_KEEP=DIR keeps the per-run numbers there)
 # Every table is headed by the machine it ran on: CPU model and count, kernel,
 # default congestion control. Both tools run on the same lab with their defaults;
@@ -458,3 +462,7 @@ if ladder:
         bse_n = m("bloatbench", stream_eff)
         print(f"| {n} | {bmb:.0f} | {imb:.0f} | {bmb/imb:.2f} | {bce:.0f}; {bse_n:.0f} | {ice:.0f} | {bce/ice:.2f}; {bse_n/ice:.2f} |")
 PY
+# The peers' table: a lab of its own, after this script's labs are down.
+cleanup
+trap - EXIT
+bash bench/peers.sh "${BENCH_PEER_SECONDS:-30}" "${BENCH_PEER_PAIRS:-3}"

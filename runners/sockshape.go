@@ -31,21 +31,33 @@ type SocketShape struct {
 	RecvBuffer int `json:"recv_buffer,omitempty"`
 }
 
-// maxSocketShape bounds each of a shape's sizes: a peer's hello names them, and a
-// send or receive buffer of this size is allocated per stream.
-const maxSocketShape = 64 << 20
+// maxSocketShape bounds a shape's socket buffers (the kernel's memory, capped
+// again by net.core.wmem_max and rmem_max), maxIOSize its send and receive sizes
+// (a buffer of that size in the agent, per stream: more than a megabyte a call
+// gains nothing, the fast path's own calls are a megabyte), and maxIOTotal the
+// agent's buffers for all of a test's streams together.
+const (
+	maxSocketShape = 64 << 20
+	maxIOSize      = 1 << 20
+	maxIOTotal     = 256 << 20
+)
 
 func (s SocketShape) check() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"send_size", s.SendSize}, {"recv_size", s.RecvSize}, {"send_buffer", s.SendBuffer}, {"recv_buffer", s.RecvBuffer}} {
-		if f.v < 0 || f.v > maxSocketShape {
-			return fmt.Errorf("%s %d: want 0 (the default) to %d bytes", f.name, f.v, maxSocketShape)
+		max  int
+	}{{"send_size", s.SendSize, maxIOSize}, {"recv_size", s.RecvSize, maxIOSize},
+		{"send_buffer", s.SendBuffer, maxSocketShape}, {"recv_buffer", s.RecvBuffer, maxSocketShape}} {
+		if f.v < 0 || f.v > f.max {
+			return fmt.Errorf("%s %d: want 0 (the default) to %d bytes", f.name, f.v, f.max)
 		}
 	}
 	return nil
 }
+
+// ioBytes is what a stream of this shape allocates in the agents for its calls.
+func (s SocketShape) ioBytes() int { return s.SendSize + s.RecvSize }
 
 // fields are the shape as the hello's MAC covers it.
 func (s SocketShape) fields() []string {

@@ -60,6 +60,15 @@ func TestSocketShapeInNetperfWords(t *testing.T) {
 	if (SocketShape{RecvBuffer: maxSocketShape + 1}).check() == nil {
 		t.Error("a buffer past the bound accepted")
 	}
+	if (SocketShape{SendSize: maxIOSize + 1}).check() == nil {
+		t.Error("a send size past the bound accepted")
+	}
+	// 1024 streams of a megabyte each way would be 2 GB of the agents' memory.
+	_, _, err := Kinds()["tcp-streams"].Plan(map[string]any{"flows": []any{
+		map[string]any{"direction": "download", "count": 1024, "send_size": "1M", "recv_size": "1M"}}}, NewPlanner())
+	if err == nil || !strings.Contains(err.Error(), "MB of buffers") {
+		t.Errorf("1024 streams of 2 MB of buffers: %v", err)
+	}
 }
 
 // TestShapedStreamsOverLoopback runs both directions with every part of a shape

@@ -716,6 +716,7 @@ var tcpStreamsKind = Kind{
 	Plan: planWith(func(p streamsParams, pl *Planner) (any, []datafile.Series, error) {
 		var plan streamsPlan
 		var series []datafile.Series
+		ioTotal := 0
 		for i, g := range p.Flows {
 			if g.Direction != Upload && g.Direction != Download {
 				return nil, nil, fmt.Errorf("flows[%d].direction is %q: use %q or %q", i, g.Direction, Upload, Download)
@@ -752,6 +753,9 @@ var tcpStreamsKind = Kind{
 			shape := SocketShape{SendSize: int(g.SendSize), RecvSize: int(g.RecvSize), SendBuffer: int(g.SendBuffer), RecvBuffer: int(g.RecvBuffer)}
 			if err := shape.check(); err != nil {
 				return nil, nil, fmt.Errorf("flows[%d]: %w", i, err)
+			}
+			if ioTotal += n * shape.ioBytes(); ioTotal > maxIOTotal {
+				return nil, nil, fmt.Errorf("flows[%d]: the test's streams would take %d MB of buffers for send_size and recv_size: at most %d MB; use fewer streams or smaller sizes", i, ioTotal>>20, maxIOTotal>>20)
 			}
 			for k := 0; k < n; k++ {
 				f := StreamFlow{Name: FlowName(g.Direction, pl.Next(g.Direction)), Direction: g.Direction, TOS: tos, TCPInfo: bool(g.TCPInfo), ECN: g.ECN,
