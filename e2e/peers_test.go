@@ -63,10 +63,12 @@ func (r peerRun) String() string {
 // TestPeersOnTheSameLab runs tcp_4down and the reference tools on one shaped lab,
 // alternating which goes first, and holds bloatbench to them:
 //   - against iperf3 -P 4 -R with iputils ping beside it (the autotuned application):
-//     each pair's loaded ping within 10% (seen: 0.98-1.04), the pairs' median of
-//     Jain's index at least iperf3's less 0.1 (a 20 s run of either tool under
-//     cubic shared the link as unevenly as 0.80 and 0.85 now and then), and each
-//     run's sum within 1% of what htb passes;
+//     each pair's loaded ping within 10% (seen in 9 pairs: 0.96-1.08), the pairs'
+//     median of Jain's index at least iperf3's less 0.25, and each run's sum
+//     within 1% of what htb passes. Under cubic a 20 s run of either tool shares
+//     the link as unevenly as 0.75-0.85 now and then (one flow losing more in the
+//     synchronized slow start), so the index of one pair differed by -0.21 to
+//     +0.25: the bound holds a flow starved in most runs, not a pair's luck;
 //   - a receiver held to a fixed small window (recv_buffer, under bbr, the
 //     machine's default) is named in the summary's window-limited warning, flow by
 //     flow, and no flow of the runs against iperf3 is.
@@ -110,8 +112,8 @@ func TestPeersOnTheSameLab(t *testing.T) {
 			t.Errorf("pair %d: TCP download sum %.2f Mbit/s, want %.2f within 1%%", i+1, ours[i].sum, peerTCPSum)
 		}
 	}
-	if m := median(fairer); m < -0.1 {
-		t.Errorf("Jain's index less iperf3's: the pairs' median %.4f (%.4f), want at least -0.1", m, fairer)
+	if m := median(fairer); m < -0.25 {
+		t.Errorf("Jain's index less iperf3's: the pairs' median %.4f (%.4f), want at least -0.25", m, fairer)
 	}
 
 	// A receive window held below what the path needs: every flow is named.
