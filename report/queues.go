@@ -50,10 +50,9 @@ func (q QueueCount) place() string {
 }
 
 // loadShare is the share of the flows' bytes on a device (of the device that
-// carried the most) from which it carried their load, not just their ACKs;
-// and of a device's busiest queue's, from which a queue is one of the flows':
-// a flow that moved queues (TCP rehashes after a timeout) leaves a few
-// packets behind in the first.
+// carried the most) from which it carried their load, not just their ACKs; and
+// of the bytes of the flow that carried the most there, from which a flow is
+// part of that load (rrul's downloads on the device of its uploads' data).
 const loadShare = 0.1
 
 // QueueUses are the run's probes and flows with the tx queues they went
@@ -137,48 +136,71 @@ func QueueUses(run *datafile.Run) []QueueUse {
 }
 
 // loadQueues are, per device that carried the flows' load, the qdiscs (by
-// place) that held it: those with at least loadShare of the busiest one's bytes.
-func loadQueues(uses []QueueUse) map[string]map[string]bool {
+// place) that held it, each with the flows that went through it most: a flow
+// that moved queues (TCP rehashes after a timeout) leaves a few packets behind
+// in the first, which make no load there.
+func loadQueues(uses []QueueUse) map[string]map[string][]string {
 	perDev := map[string]float64{}
-	perQueue := map[string]map[string]float64{}
+	type flowOn struct {
+		bytes  float64
+		places map[string]float64
+	}
+	flows := map[string]map[string]*flowOn{} // device, flow
+	var order []string
 	for _, u := range uses {
 		if u.Probe {
 			continue
 		}
+		order = append(order, u.Series)
 		for _, q := range u.Queues {
 			perDev[q.Dev] += q.Bytes
-			if perQueue[q.Dev] == nil {
-				perQueue[q.Dev] = map[string]float64{}
+			if flows[q.Dev] == nil {
+				flows[q.Dev] = map[string]*flowOn{}
 			}
-			perQueue[q.Dev][q.place()] += q.Bytes
+			f := flows[q.Dev][u.Series]
+			if f == nil {
+				f = &flowOn{places: map[string]float64{}}
+				flows[q.Dev][u.Series] = f
+			}
+			f.bytes += q.Bytes
+			f.places[q.place()] += q.Bytes
 		}
 	}
 	var most float64
 	for _, b := range perDev {
 		most = math.Max(most, b)
 	}
-	out := map[string]map[string]bool{}
+	out := map[string]map[string][]string{}
 	for dev, b := range perDev {
 		if b <= 0 || b < loadShare*most {
 			continue
 		}
-		var busiest float64
-		for _, qb := range perQueue[dev] {
-			busiest = math.Max(busiest, qb)
+		var biggest float64
+		for _, f := range flows[dev] {
+			biggest = math.Max(biggest, f.bytes)
 		}
-		out[dev] = map[string]bool{}
-		for place, qb := range perQueue[dev] {
-			if qb >= loadShare*busiest {
-				out[dev][place] = true
+		out[dev] = map[string][]string{}
+		for _, name := range order {
+			f := flows[dev][name]
+			if f == nil || f.bytes < loadShare*biggest {
+				continue
 			}
+			main, mainBytes := "", -1.0
+			for p, pb := range f.places {
+				if pb > mainBytes || pb == mainBytes && naturalLess(p, main) {
+					main, mainBytes = p, pb
+				}
+			}
+			out[dev][main] = append(out[dev][main], name)
 		}
 	}
 	return out
 }
 
-// ProbeQueueWarnings are the probes that shared no tx queue's qdisc with the flows
-// they are compared with, on a device that carried the flows' load: each
-// measured a queue the load was not in.
+// ProbeQueueWarnings are the probes that, on a device that carried the flows'
+// load, went through no tx queue's qdisc that held it, or through some of
+// those and not the others: each measured a queue the load was not in, or part
+// of the load it is compared with.
 func ProbeQueueWarnings(uses []QueueUse) []string {
 	load := loadQueues(uses)
 	var out []string
@@ -198,19 +220,35 @@ func ProbeQueueWarnings(uses []QueueUse) []string {
 			devs[q.Dev] = append(devs[q.Dev], q.place())
 		}
 		for _, dev := range devOrder {
-			shared := slices.ContainsFunc(devs[dev], func(p string) bool { return load[dev][p] })
-			if shared {
-				continue
+			var with, without []string
+			for _, p := range sortedPlaces(load[dev]) {
+				held := p + ", which held " + strings.Join(load[dev][p], ", ")
+				if slices.Contains(devs[dev], p) {
+					with = append(with, held)
+				} else {
+					without = append(without, held)
+				}
 			}
-			var flows []string
-			for p := range load[dev] {
-				flows = append(flows, p)
+			switch {
+			case len(with) == 0:
+				out = append(out, fmt.Sprintf("probe %s went through %s %s, and the flows it is compared with through %s: it measured a queue that held none of their load (a setup's steer: puts them on one tx queue, docs/setups.md)",
+					u.Series, dev, strings.Join(devs[dev], ", "), strings.Join(without, "; ")))
+			case len(without) > 0:
+				out = append(out, fmt.Sprintf("probe %s went through %s %s; not %s: it measured part of the load it is compared with (a setup's steer: puts them on one tx queue, docs/setups.md)",
+					u.Series, dev, strings.Join(with, "; "), strings.Join(without, "; ")))
 			}
-			sort.Slice(flows, func(i, j int) bool { return naturalLess(flows[i], flows[j]) })
-			out = append(out, fmt.Sprintf("probe %s went through %s %s, and the flows it is compared with through %s: it measured a queue that held none of their load (a setup's steer: puts them on one tx queue, docs/setups.md)",
-				u.Series, dev, strings.Join(devs[dev], ", "), strings.Join(flows, ", ")))
 		}
 	}
+	return out
+}
+
+// sortedPlaces are a device's load queues in order.
+func sortedPlaces(m map[string][]string) []string {
+	var out []string
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
 	return out
 }
 

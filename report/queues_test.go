@@ -100,7 +100,11 @@ func TestProbeQueueWarnings(t *testing.T) {
 			count("test0", "tx-0", "1:1", l4sReply, 300, 30000).
 			count("test0", "tx-1", "1:2", classicRepl, 300, 30000).
 			count("test0", "tx-2", "1:3", pingReply, 300, 30000),
-		want: []string{"probe Ping (ms) UDP classic RTT went through router:test0 1:2 (tx-1), and the flows it is compared with through 1:1 (tx-0), 1:3 (tx-2): it measured a queue that held none of their load"},
+		want: []string{
+			"probe Ping (ms) UDP L4S RTT went through router:test0 1:1 (tx-0), which held TCP download::1; not 1:3 (tx-2), which held L4S download: it measured part of the load",
+			"probe Ping (ms) UDP classic RTT went through router:test0 1:2 (tx-1), and the flows it is compared with through 1:1 (tx-0), which held TCP download::1; 1:3 (tx-2), which held L4S download: it measured a queue that held none of their load",
+			"probe Ping (ms) ICMP went through router:test0 1:3 (tx-2), which held L4S download; not 1:1 (tx-0), which held TCP download::1: it measured part of the load",
+		},
 	}, {
 		name: "a root qdisc every queue shares",
 		run: coexist().
@@ -116,7 +120,7 @@ func TestProbeQueueWarnings(t *testing.T) {
 			count("test0", "tx-0", "1:1", l4sConn, 10000, 14e6).
 			count("test0", "tx-1", "1:2", l4sReply, 300, 30000).
 			count("test0", "tx-0", "1:1", classicRepl, 300, 30000),
-		want: []string{"probe Ping (ms) UDP L4S RTT went through router:test0 1:2 (tx-1), and the flows it is compared with through 1:1 (tx-0):"},
+		want: []string{"probe Ping (ms) UDP L4S RTT went through router:test0 1:2 (tx-1), and the flows it is compared with through 1:1 (tx-0), which held TCP download::1, L4S download: it measured a queue that held none"},
 	}, {
 		name: "the ICMP ping beside tcp_4down, its replies alone",
 		run: newQueueRun().
@@ -125,6 +129,20 @@ func TestProbeQueueWarnings(t *testing.T) {
 			count("test0", "tx-0", "1:1", tcpData, 20000, 30e6).
 			count("test0", "tx-3", "1:4", pingReply, 300, 30000),
 		want: []string{"probe Ping (ms) ICMP went through router:test0 1:4 (tx-3), and the flows it is compared with through 1:1 (tx-0)"},
+	}, {
+		name: "tcp_4down's four flows over three children, the ping beside one",
+		run: newQueueRun().
+			conn("TCP download::1", false, tcpConn, "").
+			conn("TCP download::2", false, "tcp 198.18.128.2:41001 198.18.144.2:5001", "").
+			conn("TCP download::3", false, "tcp 198.18.128.2:41002 198.18.144.2:5001", "").
+			conn("TCP download::4", false, "tcp 198.18.128.2:41003 198.18.144.2:5001", "").
+			conn("Ping (ms) ICMP", true, pingConn, "").
+			count("test0", "tx-0", "1:1", tcpData, 20000, 30e6).
+			count("test0", "tx-2", "1:3", "tcp 198.18.144.2:5001 198.18.128.2:41001", 20000, 30e6).
+			count("test0", "tx-2", "1:3", "tcp 198.18.144.2:5001 198.18.128.2:41002", 20000, 30e6).
+			count("test0", "tx-3", "1:4", "tcp 198.18.144.2:5001 198.18.128.2:41003", 20000, 30e6).
+			count("test0", "tx-2", "1:3", pingReply, 300, 30000),
+		want: []string{"probe Ping (ms) ICMP went through router:test0 1:3 (tx-2), which held TCP download::2, TCP download::3; not 1:1 (tx-0), which held TCP download::1; 1:4 (tx-3), which held TCP download::4: it measured part of the load"},
 	}, {
 		name: "no counts: a file from before them, or no tracer",
 		run:  coexist(),
