@@ -320,6 +320,8 @@ func newFakeBottleneck(t *testing.T, found string) *fakeBottleneck {
 	must(err)
 	must(os.MkdirAll(filepath.Join(b.root(), "proc/net"), 0o700))
 	must(os.WriteFile(filepath.Join(b.root(), "proc/net/psched"), psched, 0o600))
+	must(os.MkdirAll(filepath.Join(b.root(), "sys/devices/system/cpu"), 0o700))
+	must(os.WriteFile(filepath.Join(b.root(), "sys/devices/system/cpu/possible"), []byte("0-1\n"), 0o600))
 	b.setState(t, found)
 	return b
 }
@@ -411,8 +413,9 @@ func (b *fakeBottleneck) commands() []string {
 }
 
 // sandboxed are the paths of the host the fake has a copy of: the device's sysfs,
-// under which a setup's BQL writes go too, and tc's clock.
-var sandboxed = []string{"/sys/class/net/", "/proc/net/psched"}
+// under which a setup's BQL writes go too, tc's clock, and the CPUs an XPS
+// mask spans.
+var sandboxed = []string{"/sys/class/net/", "/proc/net/psched", "/sys/devices/system/cpu/possible"}
 
 // exec is the fake host's agent.Server.Exec: the command as the real agent runs
 // it, with the fake's tools first on PATH and the sandboxed paths in its directory.

@@ -227,11 +227,22 @@ func TestRunOnFakeHosts(t *testing.T) {
 		awaited = []string{"ping", "streams"}
 	}
 	got := map[string]bool{}
+	conns := map[string]bool{}
 	for _, se := range run.Series {
+		if se.Kind == datafile.KindConn {
+			// Each flow's and probe's connection, declared as it starts.
+			conns[se.Of] = se.Conn != ""
+			continue
+		}
 		got[se.Name] = true
 	}
 	if len(got) != len(want) {
 		t.Errorf("series %v, want %v", got, want)
+	}
+	for _, w := range want {
+		if !conns[w] {
+			t.Errorf("no connection declared for %s: %v", w, conns)
+		}
 	}
 	// A sample's time is on the controller's clock through the agent's offset,
 	// which is known to half the round trip of its estimate.

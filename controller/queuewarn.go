@@ -11,8 +11,9 @@ import (
 
 // recordQueueWarnings writes the summary's warnings of where the queue was into
 // the run's data file as events before it ends: the qdiscs under test held less
-// than half of the loaded ping's delay, or a queue drained slower than its
-// configured rate. They are the reading of the run that a cover letter must not
+// than half of the loaded ping's delay, a queue drained slower than its
+// configured rate, or a probe went through a tx queue that held none of the
+// flows it is compared with. They are the reading of the run that a cover letter must not
 // miss, so the file says them to whatever reads it later, not only the summary
 // printed when the run ends. The file so far is read back (the samples are not
 // kept in memory); a run with no bottleneck under test has nothing to say, and

@@ -65,6 +65,12 @@ const (
 	RoleSojourn
 	// RoleShaper is the rate a bottleneck's shaper was set to (Dev).
 	RoleShaper
+	// RoleConn is a flow's or probe's connection (Of, Conn): no row, no chart.
+	RoleConn
+	// RoleConnQueue is a connection's packets through one tx queue of a
+	// bottleneck (Dev, Queue, Stat, Conn): no row, no chart; the summary's
+	// attribution of probes and flows to queues.
+	RoleConnQueue
 )
 
 // Class is what the reports need to know of a series beyond its fields.
@@ -99,6 +105,10 @@ func Classify(se Series) Class {
 		return Class{Role: RoleSojourn}
 	case KindShaper:
 		return Class{Role: RoleShaper}
+	case KindConn:
+		return Class{Role: RoleConn}
+	case KindConnQueue:
+		return Class{Role: RoleConnQueue}
 	}
 	if se.Measure == MeasureRTT {
 		return Class{Role: RoleProbe}
@@ -109,6 +119,10 @@ func Classify(se Series) Class {
 // IsRTT says whether a series' samples are probes' round trips: ping's, and any
 // kind's that says so.
 func IsRTT(se Series) bool { return Classify(se).Role == RoleProbe }
+
+// Attribution says whether a role is the bookkeeping of which queue each
+// connection went through: no row, grid or chart of its own.
+func (r Role) Attribution() bool { return r == RoleConn || r == RoleConnQueue }
 
 // Bottleneck says whether a role is a bottleneck's (its qdisc, tx queues,
 // sojourn or shaper), not the test's.

@@ -210,6 +210,11 @@ type Series struct {
 	// or a file from before them). Reports check a series' coverage over them.
 	Start    float64 `json:"start,omitempty"`
 	Duration float64 `json:"duration,omitempty"`
+	// Of and Conn tie a flow or probe to the tx queues its packets went
+	// through (conn.go): a KindConn series' Of is the series its connection
+	// Conn carries; a KindConnQueue series' Conn is the connection it counts.
+	Of   string `json:"of,omitempty"`
+	Conn string `json:"conn,omitempty"`
 }
 
 // PairName is the name a series of pair p has in a run with several pairs: the

@@ -49,9 +49,15 @@ func TestTwoPairsOneBottleneck(t *testing.T) {
 	// The data file says which pair each series is of; the samplers ran once on
 	// each server or client, named for its host, not its pair.
 	pairs := map[string]int{}
+	conns := map[string]int{}
 	samplerHosts := map[string]bool{}
 	for _, se := range run.Series {
-		pairs[se.Pair]++
+		if se.Kind == datafile.KindConn {
+			// Each flow's and ping's connection, declared for its pair.
+			conns[se.Pair]++
+		} else {
+			pairs[se.Pair]++
+		}
 		if se.Kind == "cpu" || se.Kind == "softnet" {
 			samplerHosts[se.Kind+" "+se.Host] = true
 			if se.Pair != "" {
@@ -62,8 +68,8 @@ func TestTwoPairsOneBottleneck(t *testing.T) {
 			t.Errorf("series %s of pair %s is not named for it", se.Name, se.Pair)
 		}
 	}
-	if pairs["1"] != 5 || pairs["2"] != 5 {
-		t.Errorf("series by pair %v, want 5 (4 flows and ping) each", pairs)
+	if pairs["1"] != 5 || pairs["2"] != 5 || conns["1"] != 5 || conns["2"] != 5 {
+		t.Errorf("series by pair %v, their connections %v, want 5 (4 flows and ping) each", pairs, conns)
 	}
 	for _, h := range []string{"cpu server", "cpu server2", "softnet client", "softnet client2"} {
 		if !samplerHosts[h] {

@@ -341,7 +341,7 @@ func build(run *datafile.Run) (*file, error) {
 	// their raw values are their samples, their grid the report's.
 	onGrid := report.OnGrid(run)
 	for _, se := range run.Series {
-		if c := datafile.Classify(se); c.ICMP || c.Role == datafile.RoleFlow || c.Role.Bottleneck() {
+		if c := datafile.Classify(se); c.ICMP || c.Role == datafile.RoleFlow || c.Role.Bottleneck() || c.Role.Attribution() {
 			continue
 		}
 		var raw []map[string]any

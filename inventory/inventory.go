@@ -86,6 +86,16 @@ type SetupSpec struct {
 	// step by step: the bottleneck's response to a link that slows down and
 	// speeds up again (a radio's, a shared line's).
 	RateSchedule []RateStepSpec `yaml:"rate_schedule,omitempty"`
+	// Steer puts every packet the bottleneck device sends on one of its tx
+	// queues, so that a test's flows and probes meet in one of mq's children.
+	Steer *SteerSpec `yaml:"steer,omitempty"`
+}
+
+// SteerSpec names the tx queue a device's packets are steered to (XPS: every CPU
+// mapped to that queue alone), counted from 0 as sysfs names them (tx-0 is mq's
+// child 1:1).
+type SteerSpec struct {
+	TxQueue *int `yaml:"tx_queue"`
 }
 
 // RateStepSpec is one step of a rate schedule: from At (a time from the run's

@@ -283,7 +283,12 @@ func Apply(ctx context.Context, r Runner, s *Setup, before *State) ([]string, *S
 		}
 		txQueues = mid.TxQueues
 	}
-	ops := s.commands(before.Dev, txQueues)
+	if s.Steer != nil {
+		if err := s.Steer.check(before, txQueues); err != nil {
+			return done, nil, fmt.Errorf("host %s: setup %s on %s: %w", before.Host, s.Name, before.Dev, err)
+		}
+	}
+	ops := s.commands(before.Dev, txQueues, before.CPUs)
 	if (s.Root != nil || s.MQ != nil) && !before.kernelDefault() {
 		// `replace` cannot turn one kind into another under the same handle.
 		ops = append([]Op{{Argv: []string{"tc", "qdisc", "del", "dev", before.Dev, "root"}}}, ops...)
@@ -364,8 +369,33 @@ func (s *Setup) verifyRoot(now *State) error {
 	return nil
 }
 
-// verifyDevice checks channels, BQL limits and offloads.
+// check says why a device cannot be steered: a queue it lacks, no XPS, or a CPU
+// count the snapshot could not read.
+func (st *Steer) check(before *State, txQueues int) error {
+	switch {
+	case st.TxQueue >= txQueues:
+		return fmt.Errorf("steer: tx_queue %d, but the device has %d tx queues (tx-0 to tx-%d)", st.TxQueue, txQueues, txQueues-1)
+	case len(before.XPS) == 0:
+		return errors.New("steer: the device shows no XPS masks (queues/tx-N/xps_cpus): the kernel lacks CONFIG_XPS, or the device has one tx queue")
+	case before.CPUs == 0:
+		return errors.New("steer: /sys/devices/system/cpu/possible could not be read: the XPS mask needs the host's CPU count")
+	}
+	return nil
+}
+
+// verifyDevice checks channels, BQL limits, the steering and offloads.
 func (s *Setup) verifyDevice(now *State) error {
+	if s.Steer != nil {
+		want := fmt.Sprintf("tx-%d", s.Steer.TxQueue)
+		for _, x := range now.XPS {
+			switch {
+			case x.Queue == want && !sameMask(x.CPUs, CPUMask(now.CPUs)):
+				return fmt.Errorf("%s xps_cpus is %s, not every CPU (%s)", x.Queue, x.CPUs, CPUMask(now.CPUs))
+			case x.Queue != want && !sameMask(x.CPUs, "0"):
+				return fmt.Errorf("%s xps_cpus is %s, not 0: packets may still go to it", x.Queue, x.CPUs)
+			}
+		}
+	}
 	for k, v := range s.Channels {
 		if now.Channels[k] != strconv.Itoa(v) {
 			return fmt.Errorf("channels %s is %q, not %d", k, now.Channels[k], v)

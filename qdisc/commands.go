@@ -2,6 +2,7 @@ package qdisc
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,39 @@ func bqlPath(dev, queue, file string) string {
 	return fmt.Sprintf("/sys/class/net/%s/queues/%s/byte_queue_limits/%s", dev, queue, file)
 }
 
+// xpsPath is the XPS CPU mask of the tx queue named queue.
+func xpsPath(dev, queue string) string {
+	return fmt.Sprintf("/sys/class/net/%s/queues/%s/xps_cpus", dev, queue)
+}
+
+// CPUMask is the mask of CPUs 0 to cpus-1 as sysfs reads and writes it: hex, in
+// groups of 32 bits, most significant first, joined by commas. The kernel
+// refuses a bit past its last possible CPU, so the mask is the host's own.
+func CPUMask(cpus int) string {
+	if cpus <= 0 {
+		return "0"
+	}
+	var groups []string
+	for ; cpus > 0; cpus -= 32 {
+		n := min(cpus, 32)
+		groups = append([]string{strconv.FormatUint(1<<n-1, 16)}, groups...)
+	}
+	return strings.Join(groups, ",")
+}
+
+// steerOps map every CPU of the host (cpus, its possible CPUs) to tx queue
+// s.TxQueue alone, and every other queue to none: the target first, so that no
+// CPU is left without a queue of its map between the writes.
+func (s *Steer) ops(dev string, txQueues, cpus int) []Op {
+	ops := []Op{{Argv: []string{"tee", xpsPath(dev, fmt.Sprintf("tx-%d", s.TxQueue))}, Stdin: CPUMask(cpus)}}
+	for q := 0; q < txQueues; q++ {
+		if q != s.TxQueue {
+			ops = append(ops, Op{Argv: []string{"tee", xpsPath(dev, fmt.Sprintf("tx-%d", q))}, Stdin: "0"})
+		}
+	}
+	return ops
+}
+
 func params(p map[string]string) []string {
 	keys := make([]string, 0, len(p))
 	for k := range p {
@@ -55,11 +89,17 @@ func params(p map[string]string) []string {
 
 // Commands applies the setup to dev, a device with txQueues transmit queues
 // (after the channels change, if the setup changes them): channels, offloads, then
-// BQL limits on every tx queue, then the qdisc tree, then the ingress's IFB, its
-// qdiscs and the redirect to it.
+// BQL limits on every tx queue, the steering of every packet to one tx queue,
+// then the qdisc tree, then the ingress's IFB, its qdiscs and the redirect to it.
+// A steering's CPU mask is this machine's (a run writes each host's own).
 func (s *Setup) Commands(dev string, txQueues int) []Op {
+	return s.CommandsOn(dev, txQueues, runtime.NumCPU())
+}
+
+// CommandsOn is Commands on a host with cpus possible CPUs.
+func (s *Setup) CommandsOn(dev string, txQueues, cpus int) []Op {
 	if len(s.Channels) == 0 {
-		return s.commands(dev, txQueues)
+		return s.commands(dev, txQueues, cpus)
 	}
 	// What the queues will be: a device's own count after ethtool -L is read back
 	// by Apply; shown here, the tx (or combined) count the setup asks.
@@ -68,7 +108,7 @@ func (s *Setup) Commands(dev string, txQueues int) []Op {
 	} else if n, ok := s.Channels["combined"]; ok {
 		txQueues = n
 	}
-	return append([]Op{s.channelOp(dev)}, s.commands(dev, txQueues)...)
+	return append([]Op{s.channelOp(dev)}, s.commands(dev, txQueues, cpus)...)
 }
 
 // channelOp is the setup's ethtool -L.
@@ -83,7 +123,7 @@ func (s *Setup) channelOp(dev string) Op {
 }
 
 // commands are Commands but the channels'.
-func (s *Setup) commands(dev string, txQueues int) []Op {
+func (s *Setup) commands(dev string, txQueues, cpus int) []Op {
 	var ops []Op
 	if len(s.Offloads) > 0 {
 		argv := []string{"ethtool", "-K", dev}
@@ -103,6 +143,9 @@ func (s *Setup) commands(dev string, txQueues int) []Op {
 				ops = append(ops, Op{Argv: []string{"tee", bqlPath(dev, fmt.Sprintf("tx-%d", q), "limit_min")}, Stdin: strconv.Itoa(*s.BQL.LimitMin)})
 			}
 		}
+	}
+	if s.Steer != nil {
+		ops = append(ops, s.Steer.ops(dev, txQueues, cpus)...)
 	}
 	tc := func(args ...string) Op { return Op{Argv: append([]string{"tc"}, args...)} }
 	switch {

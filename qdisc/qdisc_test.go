@@ -19,7 +19,7 @@ func testInventory(t *testing.T) *inventory.Inventory {
 	return inv
 }
 
-// The exact commands every setup produces, for a 4-queue eth0.
+// The exact commands every setup produces, for a 4-queue eth0 on a host of 4 CPUs.
 func TestCommandsGolden(t *testing.T) {
 	inv := testInventory(t)
 	var b strings.Builder
@@ -29,7 +29,7 @@ func TestCommandsGolden(t *testing.T) {
 			fmt.Fprintf(&b, "# %s: error: %v\n\n", name, err)
 			continue
 		}
-		fmt.Fprintf(&b, "# %s (%s), %s\n%s", name, s.Title, s.Source, Script(s.Commands("eth0", 4)))
+		fmt.Fprintf(&b, "# %s (%s), %s\n%s", name, s.Title, s.Source, Script(s.CommandsOn("eth0", 4, 4)))
 		for _, c := range s.Changes("eth0") {
 			fmt.Fprintf(&b, "# %s\n", c)
 		}
@@ -115,6 +115,9 @@ func TestCheckErrors(t *testing.T) {
 		{inventory.SetupSpec{Netem: &inventory.NetemSpec{Delay: "25 ms"}}, "netem.delay"},
 		{inventory.SetupSpec{Netem: &inventory.NetemSpec{}}, "netem: empty"},
 		{inventory.SetupSpec{Channels: map[string]int{"queues": 1}}, "channels.queues"},
+		{inventory.SetupSpec{MQ: &inventory.QdiscSpec{Kind: "pfifo"}, Steer: &inventory.SteerSpec{}}, "steer: give tx_queue"},
+		{inventory.SetupSpec{MQ: &inventory.QdiscSpec{Kind: "pfifo"}, Steer: &inventory.SteerSpec{TxQueue: n(-1)}}, "steer: give tx_queue"},
+		{inventory.SetupSpec{MQ: &inventory.QdiscSpec{Kind: "pfifo"}, Steer: &inventory.SteerSpec{TxQueue: n(MaxTxQueue + 1)}}, "steer: give tx_queue"},
 		{inventory.SetupSpec{Channels: map[string]int{"tx": 0}}, "channels.tx"},
 		{inventory.SetupSpec{Sysctls: map[string]string{"../../etc/passwd": "1"}}, "sysctls."},
 		{inventory.SetupSpec{Sysctls: map[string]string{"net.ipv4.tcp_ecn": "1; reboot"}}, "sysctls.net.ipv4.tcp_ecn"},

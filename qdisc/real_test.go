@@ -3,12 +3,14 @@ package qdisc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -568,4 +570,92 @@ func TestSysctlsAppliedAndRestored(t *testing.T) {
 	if _, err := bad.SnapshotSysctls(ctx, r, "lab"); err == nil || !strings.Contains(err.Error(), "net.ipv4.tcp_ecnn") {
 		t.Errorf("a sysctl the kernel lacks: error %v", err)
 	}
+}
+
+// steer: maps every CPU to one tx queue of a 4-queue veth: datagrams to 40 ports
+// (40 flow hashes) all go through that queue's mq child, and restore gives every
+// queue its mask back, after which they spread again.
+func TestSteerAppliedAndRestored(t *testing.T) {
+	r := scratch(t, "test0")
+	// A neighbour of test0's that is no address of the namespace: datagrams to
+	// it go out through test0's qdiscs (the peer drops them).
+	r.sh(t, "ip addr add 198.18.250.1/24 dev test0", "ip neigh replace 198.18.250.2 lladdr 02:00:00:00:00:02 nud permanent dev test0")
+	ctx := context.Background()
+	before, err := Snapshot(ctx, r, "lab", "test0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.XPS) != 4 || before.CPUs == 0 {
+		t.Fatalf("snapshot XPS %v, %d CPUs", before.XPS, before.CPUs)
+	}
+	s := mustSetup(t, "steered")
+	done, now, err := Apply(ctx, r, s, before)
+	if err != nil {
+		t.Fatalf("apply: %v (ran %v)", err, done)
+	}
+	if !slices.Contains(done, fmt.Sprintf("echo %s > /sys/class/net/test0/queues/tx-2/xps_cpus", CPUMask(before.CPUs))) {
+		t.Errorf("ran %q", done)
+	}
+	send := func() map[string]int {
+		r.sh(t, `bash -c 'for p in $(seq 5001 5040); do echo x > /dev/udp/198.18.250.2/$p; done'`)
+		return childPackets(t, r.sh(t, "tc -s -j qdisc show dev test0"))
+	}
+	steered := send()
+	for parent, n := range steered {
+		if parent != "1:3" && n > 0 {
+			t.Errorf("steered to tx-2 (1:3), %d packets went through %s: %v", n, parent, steered)
+		}
+	}
+	if steered["1:3"] < 40 {
+		t.Errorf("steered: %v", steered)
+	}
+	if now.XPS[2].CPUs == before.XPS[2].CPUs && before.CPUs > 1 {
+		t.Errorf("read back %v", now.XPS)
+	}
+	if err := Restore(ctx, r, before); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := Snapshot(ctx, r, "lab", "test0")
+	if d := before.Diff(after); d != "" {
+		t.Errorf("not restored: %s", d)
+	}
+	if !sameXPS(before.XPS, after.XPS) {
+		t.Errorf("XPS %v, was %v", after.XPS, before.XPS)
+	}
+	// The hash spreads the 40 flows again (over a fresh mq: the restore rebuilt
+	// the kernel's default, and the setup's children are gone, so mq again).
+	r.sh(t, "tc qdisc replace dev test0 root handle 1: mq")
+	for q := 1; q <= 4; q++ {
+		r.sh(t, fmt.Sprintf("tc qdisc replace dev test0 parent 1:%d pfifo", q))
+	}
+	used := 0
+	for _, n := range send() {
+		if n > 0 {
+			used++
+		}
+	}
+	if used < 2 {
+		t.Errorf("after restore 40 flows went through %d of the 4 children", used)
+	}
+}
+
+// childPackets are the packets each of an mq root's children sent, by parent,
+// from tc -s -j.
+func childPackets(t *testing.T, tcJSON string) map[string]int {
+	t.Helper()
+	var qs []struct {
+		Kind    string `json:"kind"`
+		Parent  string `json:"parent"`
+		Packets int    `json:"packets"`
+	}
+	if err := json.Unmarshal([]byte(tcJSON), &qs); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, q := range qs {
+		if q.Parent != "" && q.Kind != "mq" {
+			out[q.Parent] = q.Packets
+		}
+	}
+	return out
 }

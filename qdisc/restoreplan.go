@@ -183,10 +183,32 @@ func (st *State) restoreOps(now *State) ([]Op, error) {
 			Op{Argv: []string{"tee", bqlPath(st.Dev, b.Queue, "limit_max")}, Stdin: b.LimitMax},
 			Op{Argv: []string{"tee", bqlPath(st.Dev, b.Queue, "limit_min")}, Stdin: b.LimitMin})
 	}
+	ops = append(ops, st.xpsOps(now)...)
 	if o, ok := st.featureOp(now); ok {
 		ops = append(ops, o)
 	}
 	return ops, nil
+}
+
+// xpsOps put every tx queue's XPS mask back where now's differs (every one when
+// now is nil). Only those: a run that did not steer writes none, and a kernel
+// that lists a mask it will not take back (a single-queue device's) is not
+// asked to.
+func (st *State) xpsOps(now *State) []Op {
+	cur := map[string]string{}
+	if now != nil {
+		for _, x := range now.XPS {
+			cur[x.Queue] = x.CPUs
+		}
+	}
+	var ops []Op
+	for _, x := range st.XPS {
+		if c, ok := cur[x.Queue]; ok && sameMask(c, x.CPUs) {
+			continue
+		}
+		ops = append(ops, Op{Argv: []string{"tee", xpsPath(st.Dev, x.Queue)}, Stdin: x.CPUs})
+	}
+	return ops
 }
 
 // checkFilters refuses a device with filters in its root's tree. Replacing the root
@@ -389,6 +411,10 @@ func (st *State) Diff(now *State) string {
 	if x, y := fmt.Sprint(a.BQL), fmt.Sprint(b.BQL); x != y {
 		d = append(d, fmt.Sprintf("BQL was %s, is %s", x, y))
 	}
+	// A journal from before XPS was recorded has none to compare.
+	if a.XPS != nil && b.XPS != nil && !sameXPS(a.XPS, b.XPS) {
+		d = append(d, fmt.Sprintf("XPS was %v, is %v", a.XPS, b.XPS))
+	}
 	if x, y := fmt.Sprint(a.Offloads), fmt.Sprint(b.Offloads); x != y {
 		d = append(d, fmt.Sprintf("offloads were %s, are %s", x, y))
 	}
@@ -406,6 +432,19 @@ func (st *State) Diff(now *State) string {
 		d = append(d, fmt.Sprintf("IFB was %s, is %s", x, y))
 	}
 	return strings.Join(d, "; ")
+}
+
+// sameXPS says whether two devices' queues have the same XPS masks.
+func sameXPS(a, b []XPSState) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Queue != b[i].Queue || !sameMask(a[i].CPUs, b[i].CPUs) {
+			return false
+		}
+	}
+	return true
 }
 
 func (i *IFBState) key() string {

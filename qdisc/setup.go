@@ -45,7 +45,10 @@ type Setup struct {
 	L4SNetem *Qdisc
 	// RateSchedule changes Rate during each run, in time order.
 	RateSchedule []RateStep
-	Builtin      bool
+	// Steer puts every packet the device sends on one tx queue (XPS), nil for
+	// none.
+	Steer   *Steer
+	Builtin bool
 	// Source says where it was defined: "built-in" or file:line.
 	Source string
 }
@@ -66,6 +69,21 @@ func (q *Qdisc) args() []string {
 	}
 	return params(q.Params)
 }
+
+// Steer is the tx queue, counted from 0 (tx-0, mq's child 1:1), that every CPU
+// of the host is mapped to by XPS, and every other queue to none: the kernel then
+// picks that queue for each packet the device sends, forwarded or a socket's
+// (get_xps_queue comes before the flow hash in netdev_pick_tx). So a test's
+// flows and probes, which mq's hash would spread over its children, meet in one
+// qdisc. XPS needs neither a filter nor an action module (this kernel has no
+// act_skbedit, and tc filters under the root are what a snapshot cannot put
+// back), and restore is a sysfs write per queue, as BQL's.
+type Steer struct {
+	TxQueue int
+}
+
+// MaxTxQueue is the highest tx queue a setup may steer to.
+const MaxTxQueue = 4095
 
 // BQL limits, bytes.
 type BQL struct {
@@ -218,6 +236,9 @@ func overlay(base, o inventory.SetupSpec) inventory.SetupSpec {
 	if len(o.RateSchedule) > 0 {
 		out.RateSchedule = o.RateSchedule
 	}
+	if o.Steer != nil {
+		out.Steer = o.Steer
+	}
 	out.Offloads = merge(base.Offloads, o.Offloads)
 	out.Params = merge(base.Params, o.Params)
 	return out
@@ -244,8 +265,14 @@ func check(name string, sp inventory.SetupSpec, source string) (*Setup, error) {
 	if s.Title == "" {
 		s.Title = name
 	}
-	if sp.Root != nil && sp.MQ != nil || sp.Root == nil && sp.MQ == nil && sp.Ingress == nil && sp.Netem == nil && len(sp.Sysctls) == 0 && len(sp.Channels) == 0 {
-		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...} (or only ingress:, netem:, channels: or sysctls:, to leave the qdiscs as found)")
+	if sp.Root != nil && sp.MQ != nil || sp.Root == nil && sp.MQ == nil && sp.Ingress == nil && sp.Netem == nil && len(sp.Sysctls) == 0 && len(sp.Channels) == 0 && sp.Steer == nil {
+		return nil, errf("give exactly one of root: {kind: ...} or mq: {kind: ...} (or only ingress:, netem:, channels:, steer: or sysctls:, to leave the qdiscs as found)")
+	}
+	if sp.Steer != nil {
+		if sp.Steer.TxQueue == nil || *sp.Steer.TxQueue < 0 || *sp.Steer.TxQueue > MaxTxQueue {
+			return nil, errf("steer: give tx_queue: N, the tx queue (0 to %d, as sysfs counts them: 0 is mq's child 1:1) every packet goes to", MaxTxQueue)
+		}
+		s.Steer = &Steer{TxQueue: *sp.Steer.TxQueue}
 	}
 	if sp.Ingress != nil {
 		in, err := checkIngress(sp.Ingress, errf)
@@ -398,5 +425,5 @@ func (s *Setup) Kinds() []string {
 // TouchesBottleneck says whether the setup changes the bottleneck devices at all:
 // one that only emulates the path leaves them as found.
 func (s *Setup) TouchesBottleneck() bool {
-	return s.Root != nil || s.MQ != nil || s.Ingress != nil || s.BQL != nil || len(s.Offloads) > 0 || len(s.Channels) > 0
+	return s.Root != nil || s.MQ != nil || s.Ingress != nil || s.BQL != nil || len(s.Offloads) > 0 || len(s.Channels) > 0 || s.Steer != nil
 }

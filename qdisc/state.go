@@ -26,13 +26,19 @@ type Runner interface {
 // State is what a bottleneck device looked like: enough to put it back and to check
 // that it was put back.
 type State struct {
-	Host     string            `json:"host"`
-	Dev      string            `json:"dev"`
-	TxQueues int               `json:"tx_queues"`
-	Qdiscs   []TCQdisc         `json:"qdiscs"`
-	Classes  []Class           `json:"classes,omitempty"`
-	Filters  []Filter          `json:"filters,omitempty"`
-	BQL      []BQLState        `json:"bql,omitempty"`
+	Host     string     `json:"host"`
+	Dev      string     `json:"dev"`
+	TxQueues int        `json:"tx_queues"`
+	Qdiscs   []TCQdisc  `json:"qdiscs"`
+	Classes  []Class    `json:"classes,omitempty"`
+	Filters  []Filter   `json:"filters,omitempty"`
+	BQL      []BQLState `json:"bql,omitempty"`
+	// XPS is every tx queue's XPS CPU mask (xps_cpus, as sysfs prints it), which
+	// a setup's steer: changes; none where the kernel has no XPS.
+	XPS []XPSState `json:"xps,omitempty"`
+	// CPUs is the host's possible CPUs (the last in
+	// /sys/devices/system/cpu/possible, plus one): the width of an XPS mask.
+	CPUs     int               `json:"cpus,omitempty"`
 	Offloads map[string]string `json:"offloads,omitempty"` // gso, tso, gro -> on/off
 	// Features is every ethtool feature that can be changed, by the name ethtool -k
 	// prints, with its value as printed ("on", "off [requested on]"). `ethtool -K tso
@@ -111,6 +117,12 @@ type BQLState struct {
 	Queue    string `json:"queue"`
 	LimitMax string `json:"limit_max"`
 	LimitMin string `json:"limit_min"`
+}
+
+// XPSState is one tx queue's XPS CPU mask.
+type XPSState struct {
+	Queue string `json:"queue"`
+	CPUs  string `json:"cpus"`
 }
 
 // stateScript prints a device's state in sections; $1 is the device. Filters are
@@ -203,6 +215,13 @@ for q in /sys/class/net/"$dev"/queues/tx-*; do
     echo "${q##*/} $mx $mn"
   else echo "${q##*/}"; fi
 done
+echo @@xps
+for q in /sys/class/net/"$dev"/queues/tx-*; do
+  x=
+  [ -r "$q/xps_cpus" ] && read -r x < "$q/xps_cpus" 2>/dev/null && echo "${q##*/} $x"
+done
+echo @@cpus
+read -r p < /sys/devices/system/cpu/possible 2>/dev/null && echo "$p"
 echo @@offloads
 ethtool -k "$dev" 2>/dev/null || true
 echo @@channels
@@ -430,6 +449,17 @@ func parseState(out []byte) (*State, error) {
 		b, _ := strconv.Atoi(strings.TrimPrefix(st.BQL[j].Queue, "tx-"))
 		return a < b
 	})
+	for _, line := range strings.Split(string(sections["xps"]), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			st.XPS = append(st.XPS, XPSState{Queue: f[0], CPUs: f[1]})
+		}
+	}
+	sort.Slice(st.XPS, func(i, j int) bool {
+		a, _ := strconv.Atoi(strings.TrimPrefix(st.XPS[i].Queue, "tx-"))
+		b, _ := strconv.Atoi(strings.TrimPrefix(st.XPS[j].Queue, "tx-"))
+		return a < b
+	})
+	st.CPUs = possibleCPUs(string(sections["cpus"]))
 	st.Offloads, st.Features = parseFeatures(string(sections["offloads"]))
 	st.Channels = parseChannels(string(sections["channels"]))
 	for _, line := range strings.Split(string(sections["ingress"]), "\n") {
@@ -446,6 +476,42 @@ func parseState(out []byte) (*State, error) {
 	}
 	st.TickInUsec = tickInUsec(string(sections["psched"]))
 	return st, nil
+}
+
+// possibleCPUs is the number of CPU ids a kernel's possible list ("0-3", "0,2-5")
+// spans: its last id plus one; 0 when it cannot be read.
+func possibleCPUs(list string) int {
+	list = strings.TrimSpace(list)
+	if list == "" {
+		return 0
+	}
+	last := list[strings.LastIndexAny(list, ",-")+1:]
+	n, err := strconv.Atoi(last)
+	if err != nil || n < 0 || n > 1<<16 {
+		return 0
+	}
+	return n + 1
+}
+
+// sameMask says whether two sysfs CPU masks are the same set: sysfs pads its
+// groups with zeros ("00000000,00000003"), a write need not.
+func sameMask(a, b string) bool {
+	norm := func(m string) string {
+		var groups []string
+		for _, g := range strings.Split(m, ",") {
+			v, err := strconv.ParseUint(g, 16, 32)
+			if err != nil {
+				return m
+			}
+			groups = append(groups, strconv.FormatUint(v, 16))
+		}
+		// Leading empty groups are no CPUs.
+		for len(groups) > 1 && groups[0] == "0" {
+			groups = groups[1:]
+		}
+		return strings.Join(groups, ",")
+	}
+	return norm(a) == norm(b)
 }
 
 // tickInUsec is what tc_core_init in iproute2 makes of /proc/net/psched; 0 when it

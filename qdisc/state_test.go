@@ -212,3 +212,105 @@ tc filter replace dev eth1 parent 1: protocol ipv6 prio 2 u32 match ip6 priority
 		t.Errorf("restore: %v %+v", err, restore)
 	}
 }
+
+// An XPS mask is as wide as the host's possible CPUs: the kernel refuses a bit
+// past them (a write of ffffffff on a 2-CPU machine fails with EIO... as
+// -EOVERFLOW from bitmap_parse), and prints its groups padded.
+func TestCPUMasks(t *testing.T) {
+	for _, c := range []struct {
+		cpus int
+		mask string
+	}{{0, "0"}, {1, "1"}, {2, "3"}, {4, "f"}, {32, "ffffffff"}, {33, "1,ffffffff"}, {70, "3f,ffffffff,ffffffff"}} {
+		if got := CPUMask(c.cpus); got != c.mask {
+			t.Errorf("CPUMask(%d) = %q, want %q", c.cpus, got, c.mask)
+		}
+	}
+	for _, c := range []struct {
+		list string
+		n    int
+	}{{"0-1\n", 2}, {"0", 1}, {"0,2-5", 6}, {"", 0}, {"x", 0}} {
+		if got := possibleCPUs(c.list); got != c.n {
+			t.Errorf("possibleCPUs(%q) = %d, want %d", c.list, got, c.n)
+		}
+	}
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{{"3", "00000003", true}, {"00000000,00000003", "3", true}, {"0", "00000000,00000000", true}, {"1,ffffffff", "00000001,ffffffff", true}, {"1", "3", false}, {"0", "1", false}} {
+		if got := sameMask(c.a, c.b); got != c.same {
+			t.Errorf("sameMask(%q, %q) = %v", c.a, c.b, got)
+		}
+	}
+}
+
+// Steering writes every CPU to the target queue first and 0 to the others; a
+// queue the device lacks, no XPS or no CPU count refuse it before any write; the
+// read-back must show it; restore writes back only the masks that changed.
+func TestSteerOpsCheckVerifyRestore(t *testing.T) {
+	s := &Setup{Name: "steered", MQ: &Qdisc{Kind: "pfifo"}, Steer: &Steer{TxQueue: 2}}
+	var got []string
+	for _, o := range s.CommandsOn("eth0", 4, 2) {
+		if o.Argv[0] == "tee" {
+			got = append(got, o.Shell())
+		}
+	}
+	want := []string{
+		"echo 3 > /sys/class/net/eth0/queues/tx-2/xps_cpus",
+		"echo 0 > /sys/class/net/eth0/queues/tx-0/xps_cpus",
+		"echo 0 > /sys/class/net/eth0/queues/tx-1/xps_cpus",
+		"echo 0 > /sys/class/net/eth0/queues/tx-3/xps_cpus",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("writes %q, want %q", got, want)
+	}
+	found := &State{Host: "lab", Dev: "eth0", TxQueues: 4, CPUs: 2, XPS: []XPSState{{"tx-0", "00000001"}, {"tx-1", "00000002"}, {"tx-2", "00000001"}, {"tx-3", "00000002"}}}
+	for _, c := range []struct {
+		st     *State
+		queues int
+		want   string
+	}{
+		{found, 2, "tx_queue 2, but the device has 2 tx queues"},
+		{&State{TxQueues: 4, CPUs: 2}, 4, "no XPS masks"},
+		{&State{TxQueues: 4, XPS: found.XPS}, 4, "cpu/possible"},
+		{found, 4, ""},
+	} {
+		err := s.Steer.check(c.st, c.queues)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("check with %d queues, %+v: %v, want %q", c.queues, c.st, err, c.want)
+		}
+	}
+	steered := &State{Host: "lab", Dev: "eth0", TxQueues: 4, CPUs: 2, XPS: []XPSState{{"tx-0", "00000000"}, {"tx-1", "00000000"}, {"tx-2", "00000003"}, {"tx-3", "00000000"}}}
+	if err := s.verifyDevice(steered); err != nil {
+		t.Errorf("verify the steered device: %v", err)
+	}
+	if err := s.verifyDevice(found); err == nil || !strings.Contains(err.Error(), "tx-0 xps_cpus is 00000001, not 0") {
+		t.Errorf("verify the unsteered device: %v", err)
+	}
+	if d := found.Diff(steered); !strings.Contains(d, "XPS was") {
+		t.Errorf("diff %q says nothing of XPS", d)
+	}
+	// A journal from before XPS was recorded compares none.
+	if d := (&State{Host: "lab", Dev: "eth0"}).Diff(&State{Host: "lab", Dev: "eth0", XPS: steered.XPS}); d != "" {
+		t.Errorf("diff against a state without XPS: %q", d)
+	}
+	var restore []string
+	for _, o := range found.xpsOps(steered) {
+		restore = append(restore, o.Shell())
+	}
+	if want := []string{
+		"echo 00000001 > /sys/class/net/eth0/queues/tx-0/xps_cpus",
+		"echo 00000002 > /sys/class/net/eth0/queues/tx-1/xps_cpus",
+		"echo 00000001 > /sys/class/net/eth0/queues/tx-2/xps_cpus",
+		"echo 00000002 > /sys/class/net/eth0/queues/tx-3/xps_cpus",
+	}; !reflect.DeepEqual(restore, want) {
+		t.Errorf("restore writes %q, want %q", restore, want)
+	}
+	if ops := found.xpsOps(found); len(ops) != 0 {
+		t.Errorf("restore of an unsteered device writes %v", ops)
+	}
+	bad := *found
+	bad.XPS = []XPSState{{"tx-0", "3; reboot"}}
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "not a CPU mask") {
+		t.Errorf("a journal's mask %q: %v", bad.XPS[0].CPUs, err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 var (
 	queueRE    = regexp.MustCompile(`^tx-[0-9]{1,5}$`)
 	numberRE   = regexp.MustCompile(`^[0-9]{1,20}$`)
+	maskRE     = regexp.MustCompile(`^[0-9a-f]{1,8}(,[0-9a-f]{1,8})*$`)
 	signedRE   = regexp.MustCompile(`^-?[0-9]{1,10}$`)
 	tcIDRE     = regexp.MustCompile(`^[0-9a-f]{1,8}:[0-9a-f]{0,8}$`)
 	tcSizeRE   = regexp.MustCompile(`^[0-9]{1,20}(\.[0-9]+)?[A-Za-z]{0,4}$`) // 30Mbit, 1600b, 2Kb
@@ -101,6 +102,14 @@ func (st *State) validate() error {
 		}
 		if !numberRE.MatchString(b.LimitMax) || !numberRE.MatchString(b.LimitMin) {
 			return fmt.Errorf("queue %s: BQL limits %q, %q are not numbers", b.Queue, b.LimitMax, b.LimitMin)
+		}
+	}
+	for _, x := range st.XPS {
+		if !queueRE.MatchString(x.Queue) {
+			return fmt.Errorf("%q is not a tx queue name (tx-N)", x.Queue)
+		}
+		if len(x.CPUs) > 1200 || !maskRE.MatchString(x.CPUs) {
+			return fmt.Errorf("queue %s: XPS mask %q is not a CPU mask (hex groups joined by commas)", x.Queue, x.CPUs)
 		}
 	}
 	for k, v := range st.Offloads {

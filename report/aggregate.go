@@ -20,7 +20,7 @@ func OnGrid(run *datafile.Run) map[string]GridSeries {
 		out[g.Name] = g
 	}
 	for _, se := range run.Series {
-		if role := datafile.Classify(se).Role; role == datafile.RoleFlow || role.Bottleneck() {
+		if role := datafile.Classify(se).Role; role == datafile.RoleFlow || role.Bottleneck() || role.Attribution() {
 			continue
 		}
 		out[se.Name] = GridSeries{Name: se.Name, Units: se.Units, Values: gridValues(grid, run.Samples[se.Name])}

@@ -46,6 +46,10 @@ func GridWarnings(run *datafile.Run, from, to float64) []string {
 		// its time is within [from, to) too.
 		var first, last int
 		role := datafile.Classify(se).Role
+		if role.Attribution() {
+			// Counts, sampled as they change, or none: no grid to cover.
+			continue
+		}
 		// The job's window: what the series says, else (files from before it)
 		// the streams' for flows and the whole run for the rest.
 		ws, we := m.T0, end

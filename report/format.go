@@ -116,6 +116,11 @@ func WriteText(w io.Writer, s Summary, cols Columns) error {
 	if s.Delay != nil {
 		fmt.Fprintf(&b, " %s\n", s.Delay.Text())
 	}
+	if q := QueuesText(s.Queues); q != "" {
+		for _, line := range strings.Split(q, "\n") {
+			fmt.Fprintf(&b, " %s\n", EscapeText(line))
+		}
+	}
 	for _, warning := range s.Warnings {
 		fmt.Fprintf(&b, " Warning: %s\n", EscapeText(warning))
 	}
@@ -147,6 +152,12 @@ func WriteMarkdown(w io.Writer, s Summary, cols Columns) error {
 	if s.Delay != nil {
 		// After a blank line: a line right under a table is one of its rows.
 		fmt.Fprintf(&b, "\n%s\n", EscapeMarkdown(s.Delay.Text()))
+	}
+	if q := QueuesText(s.Queues); q != "" {
+		// A paragraph each: lines one under another would run together.
+		for _, line := range strings.Split(q, "\n") {
+			fmt.Fprintf(&b, "\n%s\n", EscapeMarkdown(line))
+		}
 	}
 	if len(s.Warnings) > 0 {
 		b.WriteString("\n")
@@ -211,6 +222,8 @@ type jsonRun struct {
 	Warnings   []string  `json:"warnings,omitempty"`
 	// DelayAttribution is where the loaded ping's delay went.
 	DelayAttribution *DelayAttribution `json:"delay_attribution,omitempty"`
+	// Queues are the tx queues each probe and flow went through.
+	Queues []QueueUse `json:"queues,omitempty"`
 }
 
 // WriteJSON writes {"runs":[...]}; a value with no data points is null.
@@ -226,7 +239,7 @@ func WriteJSON(w io.Writer, sums []Summary) error {
 func jsonRuns(sums []Summary) []jsonRun {
 	runs := []jsonRun{}
 	for _, s := range sums {
-		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.rfc3339(), File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings, DelayAttribution: s.Delay}
+		jr := jsonRun{Test: s.Test, Title: s.Title, Time: s.rfc3339(), File: s.File, Incomplete: s.Incomplete, Error: s.Error, Rows: []jsonRow{}, Warnings: s.Warnings, DelayAttribution: s.Delay, Queues: s.Queues}
 		if s.Cut != nil {
 			jr.Cut = s.Cut[:]
 		}

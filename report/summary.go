@@ -86,17 +86,21 @@ type Summary struct {
 	Rows []Row
 	// Warnings name the series that miss more than MaxGridMiss of their grid,
 	// the flows held back by a window for more than MaxWindowLimited of their
-	// time, a run whose qdiscs under test were not where its delay was, and a
-	// queue that drained slower than its configured rate.
+	// time, a run whose qdiscs under test were not where its delay was, a queue
+	// that drained slower than its configured rate, and a probe that shared no
+	// tx queue with the flows it is compared with.
 	Warnings []string
 	// LimitWarnings are the window-limited flows' alone: what a run says on
 	// stderr too, as the queue's.
 	LimitWarnings []string
-	// QueueWarnings are the last two kinds alone: what a run says on stderr too.
+	// QueueWarnings are the last three kinds alone: what a run says on stderr too.
 	QueueWarnings []string
 	// Delay says where the loaded ping's delay went; nil without ping or bottleneck
 	// statistics.
 	Delay *DelayAttribution
+	// Queues are the tx queues each probe and flow went through; nil without
+	// the tracer's counts (queues.go).
+	Queues []QueueUse
 }
 
 // Options change what a summary covers.
@@ -377,6 +381,8 @@ func SummarizeWith(run *datafile.Run, o Options) Summary {
 		s.QueueWarnings = append(s.QueueWarnings, w)
 	}
 	s.QueueWarnings = append(s.QueueWarnings, slowDrains(devs, devOrder, rates, lf, lt)...)
+	s.Queues = QueueUses(run)
+	s.QueueWarnings = append(s.QueueWarnings, ProbeQueueWarnings(s.Queues)...)
 	s.Warnings = append(s.Warnings, s.QueueWarnings...)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -126,6 +127,52 @@ func openICMP(sc sysCalls, target netip.Addr, size int, interval time.Duration) 
 	rand.Read(p.cookie[:])
 	p.stamps = enableStamps(sc, fd)
 	return p, nil
+}
+
+// ends are the echo socket's connection as the packets name it: an ICMP echo's
+// identifier stands in both ports. An unprivileged socket's identifier is its
+// local port, bound at its first send; a raw socket's is the prober's own. Its
+// local address is bound to none: the route's source is asked of a UDP socket
+// connected to the target (which sends nothing), so that another host's echo
+// with the same identifier is not taken for this one's.
+func (p *prober) ends() (local, remote netip.AddrPort) {
+	var to netip.Addr
+	switch a := p.to.(type) {
+	case *linux.SockaddrInet4:
+		to = netip.AddrFrom4(a.Addr)
+	case *linux.SockaddrInet6:
+		to = netip.AddrFrom16(a.Addr)
+	}
+	id := uint16(p.id)
+	unspecified := netip.IPv4Unspecified()
+	if p.v6 {
+		unspecified = netip.IPv6Unspecified()
+	}
+	local = netip.AddrPortFrom(unspecified, id)
+	if !p.raw {
+		a, err := localAddrPort(p.fd)
+		if err != nil {
+			return netip.AddrPort{}, netip.AddrPort{}
+		}
+		local, id = a, a.Port()
+	}
+	if local.Addr().IsUnspecified() {
+		if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, 9))); err == nil {
+			if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
+				local = netip.AddrPortFrom(a.AddrPort().Addr().Unmap(), id)
+			}
+			c.Close()
+		}
+	}
+	return local, netip.AddrPortFrom(to, id)
+}
+
+// protoName is the echo's protocol as a connection names it.
+func (p *prober) protoName() string {
+	if p.v6 {
+		return "icmpv6"
+	}
+	return "icmp"
 }
 
 // socketError explains why no ICMP socket opened: the sysctl for unprivileged ICMP

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"sort"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -289,6 +291,32 @@ func declaring(env Env) func(datafile.Series, datafile.Sample) {
 		}
 		env.Emit(se.Name, x)
 	}
+}
+
+// declareConn declares the connection whose packets carry series of's (a
+// flow's, a probe's): a series of kind conn, with no samples, that the reports
+// match with the sojourn tracer's counts of each connection through each tx
+// queue of the bottleneck, to say which queue the flow or probe went through.
+// It is declared once the run's file takes declarations (a sample's time or
+// later); an env without Declare (a runner driven by hand) declares nothing.
+func declareConn(env Env, host, of, proto string, local, remote netip.AddrPort) {
+	if env.Declare == nil || !remote.IsValid() {
+		return
+	}
+	env.Declare(datafile.Series{Name: datafile.ConnPrefix + of, Kind: datafile.KindConn, Host: host, Of: of,
+		Conn: datafile.Conn{Proto: proto, Src: local, Dst: remote}.String()})
+}
+
+// addrPortOf is a socket address's address and port, the zero AddrPort for
+// another kind of address.
+func addrPortOf(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort()
+	case *net.UDPAddr:
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
 }
 
 // everyStep calls read at start (Unix seconds on this host's clock; 0 = now) and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/bloatbench/bloatbench/datafile"
@@ -196,7 +197,17 @@ var pingKind = Kind{
 			return nil, Started{}, err
 		}
 		pg.Warn = env.Warn
-		return JobFunc(func(ctx context.Context) error { return pg.Run(ctx, env.Emit) }),
+		// The connection is declared with the first sample: an unprivileged
+		// ICMP socket has its identifier from the first send on.
+		var once sync.Once
+		emit := func(name string, x datafile.Sample) {
+			once.Do(func() {
+				local, remote := pg.p.ends()
+				declareConn(env, spec.Host, p.Series, pg.p.protoName(), local, remote)
+			})
+			env.Emit(name, x)
+		}
+		return JobFunc(func(ctx context.Context) error { return pg.Run(ctx, emit) }),
 			Started{Timestamps: pg.Timestamps(), Message: pg.Describe()}, nil
 	},
 }

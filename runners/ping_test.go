@@ -554,3 +554,38 @@ func TestPingLateStartSkipsMissedSlots(t *testing.T) {
 		t.Errorf("warnings %q: want the %d skipped probes counted", warned, 15-len(got))
 	}
 }
+
+// The ping job declares its socket's connection with its first sample, as the
+// sojourn tracer counts the echo packets: the route's source, the target, and
+// the echo identifier in both ports, so that the reports find which tx queue
+// the probes went through.
+func TestPingDeclaresItsConnection(t *testing.T) {
+	needPingSocket(t)
+	for _, target := range []string{"127.0.0.1", "::1"} {
+		t.Run(target, func(t *testing.T) {
+			raw, _, err := Kinds()["ping"].Plan(map[string]any{"series": "ping"}, NewPlanner())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &rrRecorder{}
+			spec := JobSpec{Kind: "ping", Host: "client", Target: target, Step: 0.02, Duration: 0.1, Params: raw}
+			job, _, err := Kinds()["ping"].Start(t.Context(), spec, rec.env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := job.Run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.declared) != 1 {
+				t.Fatalf("declared %+v, want the ping's connection", rec.declared)
+			}
+			se := rec.declared[0]
+			c, ok := datafile.ParseConn(se.Conn)
+			proto := map[string]string{"127.0.0.1": "icmp", "::1": "icmpv6"}[target]
+			if !ok || se.Kind != datafile.KindConn || se.Of != "ping" || se.Name != "conn ping" || se.Host != "client" ||
+				c.Proto != proto || c.Src.Addr().String() != target || c.Dst.Addr().String() != target || c.Src.Port() != c.Dst.Port() {
+				t.Errorf("declared %+v", se)
+			}
+		})
+	}
+}

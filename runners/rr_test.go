@@ -108,7 +108,8 @@ type rrRecorder struct {
 	warns   []string
 	errs    []string
 	// mayDeclare lets a job declare series it finds (the sink's codepoints):
-	// they are kept in declared; for the others a declaration is an error.
+	// they are kept in declared; for the others a declaration is an error but
+	// a connection's (declareConn), which every flow and probe declares.
 	mayDeclare bool
 	declared   []datafile.Series
 }
@@ -129,7 +130,7 @@ func (r *rrRecorder) env() Env {
 		Declare: func(s datafile.Series) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			if r.mayDeclare {
+			if r.mayDeclare || s.Kind == datafile.KindConn {
 				r.declared = append(r.declared, s)
 				return
 			}

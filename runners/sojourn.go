@@ -85,8 +85,13 @@ var sojournKind = Kind{
 				env.Warn(fmt.Sprintf("no per-packet sojourn on %v: %v; the qdisc's delay is estimated from its backlog", devs, loaded.err))
 				return nil
 			}
-			s := &sojournSampler{tr: loaded.tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}}
+			s := &sojournSampler{tr: loaded.tr, host: spec.Host, env: env, prev: map[sojourn.Key]sojourn.Hist{}, conns: map[sojourn.ConnKey]sojourn.ConnCount{}}
 			err := everyStep(ctx, spec.Start, spec.Step, s.step)
+			// The connections' last counts: a probe's last replies and a flow's
+			// last packets came after the last second's.
+			if cerr := s.emitConns(unix(time.Now())); err == nil {
+				err = cerr
+			}
 			s.warnUnstamped()
 			return err
 		}), Started{Message: fmt.Sprintf("tracing the sojourn of every packet in the qdiscs of %v (BPF on qdisc_enqueue and qdisc_dequeue)", devs)}, nil
@@ -205,6 +210,52 @@ type sojournSampler struct {
 	emit  func(datafile.Series, datafile.Sample)
 	prev  map[sojourn.Key]sojourn.Hist
 	prevT float64
+	// conns are each connection's counts through each tx queue as last
+	// emitted, at connT.
+	conns map[sojourn.ConnKey]sojourn.ConnCount
+	connT float64
+	// connsFull says the tracer's map of connections was found full, once.
+	connsFull bool
+}
+
+// connEvery is how often the connections' counts are emitted, seconds: which
+// queue each went through is a run's answer, not a step's, and a run of 128
+// flows has some 300 connections on a router's two devices.
+const connEvery = 1.0
+
+// ConnQueueSeries names a connection's count through one tx queue.
+func ConnQueueSeries(host, dev string, txq uint16, conn string) string {
+	return fmt.Sprintf("conn %s:%s tx-%d %s", host, dev, txq, conn)
+}
+
+// emitConns emits, for each connection whose packets through a tx queue grew
+// since the last time, the packets (V) and bytes since the tracer began.
+func (s *sojournSampler) emitConns(t float64) error {
+	if s.emit == nil {
+		s.emit = declaring(s.env)
+	}
+	cs, err := s.tr.Conns()
+	if err != nil {
+		return err
+	}
+	s.connT = t
+	if len(cs) >= sojourn.MaxConns && !s.connsFull {
+		s.connsFull = true
+		s.env.Warn(fmt.Sprintf("sojourn: %d connections counted through the tx queues, the most the tracer holds: later connections' queues are not known", sojourn.MaxConns))
+	}
+	for k, c := range cs {
+		if prev, ok := s.conns[k]; ok && prev == c {
+			continue
+		}
+		s.conns[k] = c
+		dev := s.tr.Devs[k.Ifindex]
+		conn := datafile.Conn{Proto: datafile.ProtoName(k.Proto), Src: k.Src, Dst: k.Dst}.String()
+		queue := fmt.Sprintf("tx-%d", k.TxQueue)
+		se := datafile.Series{Name: ConnQueueSeries(s.host, dev, k.TxQueue, conn), Kind: datafile.KindConnQueue, Units: "packets",
+			Host: s.host, Dev: dev, Queue: queue, Stat: tcHandle(k.Parent), Conn: conn, Counter: true}
+		s.emit(se, datafile.Sample{T: t, V: float64(c.Packets), Bytes: int64(min(c.Bytes, 1<<62))})
+	}
+	return nil
 }
 
 // step reads the histograms and emits what each qdisc's gained since the last
@@ -219,6 +270,11 @@ func (s *sojournSampler) step() error {
 	}
 	t := unix(time.Now())
 	first := s.prevT == 0
+	if !first && t-s.connT >= connEvery {
+		if err := s.emitConns(t); err != nil {
+			return err
+		}
+	}
 	dur := t - s.prevT
 	s.prevT = t
 	for k, h := range hs {

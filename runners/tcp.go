@@ -482,6 +482,9 @@ func RunStreams(ctx context.Context, spec StreamsSpec, emit Emit) error {
 		}
 		return nil
 	}
+	for i, f := range spec.Flows {
+		declareConn(spec.env, spec.host, f.Name, "tcp", addrPortOf(conns[i].LocalAddr()), addrPortOf(conns[i].RemoteAddr()))
+	}
 	// Connected late, the streams still run their whole duration.
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(spec.Duration*float64(time.Second)))
 	defer cancel()

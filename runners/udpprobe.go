@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	linux "golang.org/x/sys/unix"
@@ -454,6 +455,13 @@ var udpProbeKind = Kind{
 			return nil, Started{}, fmt.Errorf("udp-probe %s: %w", c.series, err)
 		}
 		up.env = env
+		// Declared with the first sample, when the run's file takes it.
+		var once sync.Once
+		emit := env.Emit
+		up.env.Emit = func(name string, x datafile.Sample) {
+			once.Do(func() { declareConn(env, spec.Host, c.series+udpProbeRTTSuffix, "udp", up.local, server) })
+			emit(name, x)
+		}
 		return JobFunc(up.run), Started{Timestamps: up.p.stamps.label(), Message: up.describe()}, nil
 	},
 }

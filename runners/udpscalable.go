@@ -433,6 +433,7 @@ func (s *scalable) run(ctx context.Context) error {
 	if sleepUntil(ctx, start) != nil {
 		return nil
 	}
+	declareConn(fl.env, fl.spec.Host, s.name, "udp", addrPortOf(conn.LocalAddr()), addrPortOf(conn.RemoteAddr()))
 	s.mu.Lock()
 	s.cc.lastFeedback = s.since() // the wait for feedback starts with the data
 	s.lastSample = start

@@ -523,6 +523,11 @@ func TestUDPScalableLoopback(t *testing.T) {
 			t.Errorf("samples the data file refuses: %v", r.errs)
 		}
 	}
+	// The flow's connection, as the tracer at a bottleneck would count it.
+	if len(rec.declared) != 1 || rec.declared[0].Of != "UDP scalable" ||
+		!strings.HasPrefix(rec.declared[0].Conn, "udp 127.0.0.1:") || !strings.HasSuffix(rec.declared[0].Conn, " 127.0.0.1:"+strconv.Itoa(port)) {
+		t.Errorf("declared %+v, want the flow's connection to the sink's port %d", rec.declared, port)
+	}
 	sent := rec.samples["UDP scalable sent"]
 	if len(sent) < 14 {
 		t.Fatalf("%d sender samples, want one a 0.1 s step", len(sent))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -420,6 +421,54 @@ func TestTracerCountsPacketsThatPassAnEmptyQdisc(t *testing.T) {
 	}
 	if echo != 3 || len(echoChildren) != 1 {
 		t.Errorf("%d echo requests in %d children's echo histograms (%v), want the 3 in the one child the ping's flow hashed to", echo, len(echoChildren), echoChildren)
+	}
+	// Each connection is counted in the tx queue it went through: the ping's
+	// (ICMP, its identifier as both ports) in the child whose echo histogram
+	// has its requests, each burst's socket (a port of its own) in one queue,
+	// and the children's packets are the connections' packets.
+	conns, err := tr.Conns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perChild := map[uint32]uint64{}
+	queuesOf := map[netip.AddrPort]map[uint16]bool{}
+	var pings uint64
+	for k, c := range conns {
+		t.Logf("tx-%d (qdisc %x: parent %x) proto %d %s > %s: %d packets, %d bytes", k.TxQueue, k.Handle>>16, k.Parent, k.Proto, k.Src, k.Dst, c.Packets, c.Bytes)
+		if want := 0x10000 | (uint32(k.TxQueue) + 1); k.Parent != want {
+			t.Errorf("tx-%d counted under qdisc parent %x, not mq's child %x", k.TxQueue, k.Parent, want)
+		}
+		perChild[k.Handle] += c.Packets
+		switch k.Proto {
+		case 1:
+			if k.Src.Port() != k.Dst.Port() || k.Dst.Addr() != netip.MustParseAddr("10.9.0.2") {
+				t.Errorf("an echo request counted as %s > %s", k.Src, k.Dst)
+			}
+			if echoChildren[k.Handle] > 0 {
+				pings += c.Packets
+			}
+		case 17:
+			if queuesOf[k.Src] == nil {
+				queuesOf[k.Src] = map[uint16]bool{}
+			}
+			queuesOf[k.Src][k.TxQueue] = true
+		}
+	}
+	if pings < 3 {
+		t.Errorf("%d echo requests counted in the connection whose child has the echo histogram, want the 3", pings)
+	}
+	for src, qs := range queuesOf {
+		if len(qs) != 1 {
+			t.Errorf("socket %s counted in %d tx queues: %v", src, len(qs), qs)
+		}
+	}
+	if len(queuesOf) != 4 {
+		t.Errorf("%d UDP sockets counted, want the 4 bursts'", len(queuesOf))
+	}
+	for k, h := range hs {
+		if k.Class == All && perChild[k.Handle] < h.Counts.Total() {
+			t.Errorf("qdisc %x: has %d packets in its histogram, its connections %d", k.Handle>>16, h.Counts.Total(), perChild[k.Handle])
+		}
 	}
 }
 

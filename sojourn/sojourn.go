@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 
@@ -200,6 +201,55 @@ func (t *Tracer) Read() (map[Key]Hist, error) {
 		return nil, fmt.Errorf("sojourn: read the histograms: %w", err)
 	}
 	return out, nil
+}
+
+// MaxConns is how many connection-and-queue entries the programs count
+// (MAX_CONNS in bpf/sojourn.c): past it a new connection is not counted.
+const MaxConns = 16384
+
+// ConnKey is a connection's packets through one tx queue of a traced device:
+// the queue, its qdisc (an mq's child, or the root every queue shares), and
+// the connection as the packets' headers name it. Ports are TCP's and UDP's;
+// an ICMP echo's identifier is both; other protocols have none.
+type ConnKey struct {
+	Ifindex        uint32
+	TxQueue        uint16
+	Handle, Parent uint32
+	Proto          uint8
+	Src, Dst       netip.AddrPort
+}
+
+// ConnCount is what went through: packets (each GSO segment one) and bytes.
+type ConnCount struct {
+	Packets, Bytes uint64
+}
+
+// Conns is every connection's packets through each tx queue of the traced
+// devices, since the tracer started.
+func (t *Tracer) Conns() (map[ConnKey]ConnCount, error) {
+	out := map[ConnKey]ConnCount{}
+	var k sojournConnKey
+	var v sojournConnCount
+	it := t.objs.Conns.Iterate()
+	for it.Next(&k, &v) {
+		out[connKey(k)] = ConnCount{Packets: v.Packets, Bytes: v.Bytes}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("sojourn: read the connections' counts: %w", err)
+	}
+	return out, nil
+}
+
+// connKey is the map's key as Go has it.
+func connKey(k sojournConnKey) ConnKey {
+	addr := func(b [16]uint8) netip.Addr {
+		if k.Family == 4 {
+			return netip.AddrFrom4([4]byte(b[:4]))
+		}
+		return netip.AddrFrom16(b)
+	}
+	return ConnKey{Ifindex: k.Ifindex, TxQueue: k.Txq, Handle: k.Handle, Parent: k.Parent, Proto: k.Proto,
+		Src: netip.AddrPortFrom(addr(k.Src), k.Sport), Dst: netip.AddrPortFrom(addr(k.Dst), k.Dport)}
 }
 
 // Close detaches and unloads the programs.

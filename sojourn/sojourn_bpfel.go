@@ -13,6 +13,26 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sojournConnCount struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+}
+
+type sojournConnKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Handle  uint32
+	Parent  uint32
+	Txq     uint16
+	Proto   uint8
+	Family  uint8
+	Src     [16]uint8
+	Dst     [16]uint8
+	Sport   uint16
+	Dport   uint16
+}
+
 type sojournCredit struct {
 	_       structs.HostLayout
 	Segs    uint64
@@ -50,6 +70,7 @@ type sojournStamp struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sojournMapConns      = "conns"
 	sojournMapCredits    = "credits"
 	sojournMapHists      = "hists"
 	sojournMapStamps     = "stamps"
@@ -114,6 +135,7 @@ type sojournProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sojournMapSpecs struct {
+	Conns   *ebpf.MapSpec `ebpf:"conns"`
 	Credits *ebpf.MapSpec `ebpf:"credits"`
 	Hists   *ebpf.MapSpec `ebpf:"hists"`
 	Stamps  *ebpf.MapSpec `ebpf:"stamps"`
@@ -148,6 +170,7 @@ func (o *sojournObjects) Close() error {
 //
 // It can be passed to loadSojournObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sojournMaps struct {
+	Conns   *ebpf.Map `ebpf:"conns"`
 	Credits *ebpf.Map `ebpf:"credits"`
 	Hists   *ebpf.Map `ebpf:"hists"`
 	Stamps  *ebpf.Map `ebpf:"stamps"`
@@ -155,6 +178,7 @@ type sojournMaps struct {
 
 func (m *sojournMaps) Close() error {
 	return _SojournClose(
+		m.Conns,
 		m.Credits,
 		m.Hists,
 		m.Stamps,

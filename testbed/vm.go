@@ -694,7 +694,10 @@ const VMBQLLimit = 6056
 // commands and the VM stage name: every built-in that needs no rate with BQL's
 // limit_max at VMBQLLimit ("mq+dualpi2+bql"), and the seeds' variants of them: GSO
 // off ("-gso", seed 004's matrix, and each skb one packet) and one queue instead of
-// the device's several ("-1q": ethtool -L combined 1, seed 004's one tx queue).
+// the device's several ("-1q": ethtool -L combined 1, seed 004's one tx queue),
+// and the mq setups with every packet steered to tx queue 0 ("-steer": the
+// queues stay four, but a test's flows and probes meet in mq's child 1:1, as
+// the L4S tests' per-class probes need).
 func vmSetups() map[string]*inventory.SetupSpec {
 	limit := VMBQLLimit
 	out := map[string]*inventory.SetupSpec{}
@@ -714,6 +717,11 @@ func vmSetups() map[string]*inventory.SetupSpec {
 		Channels: map[string]int{"combined": 1}}
 	out["pfifo_fast+bql-1q-gso"] = &inventory.SetupSpec{Extends: "pfifo_fast+bql-1q", Title: out["pfifo_fast+bql"].Title + ", 1 queue, GSO off",
 		Offloads: gsoOff}
+	txq0 := 0
+	for _, base := range []string{"mq+dualpi2+bql", "mq+fq_codel+bql", "mq+fq_pie+bql"} {
+		out[base+"-steer"] = &inventory.SetupSpec{Extends: base, Title: out[base].Title + ", steered to tx-0",
+			Steer: &inventory.SteerSpec{TxQueue: &txq0}}
+	}
 	return out
 }
 

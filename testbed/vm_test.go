@@ -101,6 +101,7 @@ func TestVMSetups(t *testing.T) {
 		"cake-no-split-gso+bql": "CAKE (no-split-gso), BQL 6056",
 		"pfifo_fast+bql-gso":    "PFIFO_FAST, BQL 6056, GSO off",
 		"pfifo_fast+bql-1q-gso": "PFIFO_FAST, BQL 6056, 1 queue, GSO off",
+		"mq+dualpi2+bql-steer":  "MQ + DUALPI2, BQL 6056, steered to tx-0",
 	} {
 		s, err := qdisc.Resolve(name, back)
 		if err != nil {
@@ -114,6 +115,9 @@ func TestVMSetups(t *testing.T) {
 	s, _ := qdisc.Resolve("pfifo_fast+bql-1q-gso", back)
 	if gso, ok := s.Offloads["gso"]; !ok || gso || s.Channels["combined"] != 1 {
 		t.Errorf("pfifo_fast+bql-1q-gso: offloads %v, channels %v", s.Offloads, s.Channels)
+	}
+	if s, _ := qdisc.Resolve("mq+dualpi2+bql-steer", back); s == nil || s.Steer == nil || s.Steer.TxQueue != 0 || s.MQ == nil || s.MQ.Kind != "dualpi2" {
+		t.Errorf("mq+dualpi2+bql-steer: %+v", s)
 	}
 	if _, ok := back.Setups["htb+fq_codel+bql"]; ok {
 		t.Error("a setup that needs a rate got a +bql variant")

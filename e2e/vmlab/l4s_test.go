@@ -10,6 +10,7 @@ import (
 
 	"github.com/bloatbench/bloatbench/internal/e2eutil"
 	"github.com/bloatbench/bloatbench/inventory"
+	"github.com/bloatbench/bloatbench/report"
 )
 
 // l4sChecks runs the L4S tests through the router's dualpi2, fq_codel and cake
@@ -24,11 +25,15 @@ import (
 //     eight runs, 4.4 in a CI run. min_qlen_step 1, the knob dualpi2 has for
 //     this, step-marks only a packet that joins an L queue: 1.4 to 1.9 over
 //     four runs;
-//   - the same on one tx queue (mq's children each drain through a driver ring of
-//     their own, and which one a probe's hash picks, with or without a bulk flow
-//     in it, moves its latency by more than the qdisc does): the L4S probe's
-//     loaded median below the classic probe's; with fq_codel (ECN on) in
-//     dualpi2's place the two probes' medians close to each other;
+//   - the same steered to one of the four tx queues (mq's children each drain
+//     through a driver ring of their own, and which one a probe's hash picks,
+//     with or without a bulk flow in it, moved its latency by more than the
+//     qdisc did: in about a third of runs the ping's child held none of the
+//     flows): the data file puts both flows and both probes in mq's child 1:1
+//     on the router's test0, the summary warns of no probe in another queue,
+//     and the L4S probe's loaded median is below the classic probe's; with
+//     fq_codel (ECN on) on one tx queue in dualpi2's place the two probes'
+//     medians close to each other;
 //   - l4s_overload on mq+dualpi2, an ECT(1) flood at 1.2 times the line: the
 //     classic flow is not starved to zero (it moves in most steps) and the
 //     qdisc drops;
@@ -56,13 +61,29 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 		probes := func(rows map[string]float64) (l4s, classic float64) {
 			return rows["Ping (ms) UDP L4S RTT loaded"], rows["Ping (ms) UDP classic RTT loaded"]
 		}
-		_, rows = runOnce(t, invPath, inv, before, dir, "30", "l4s_coexist", "mq+dualpi2+bql-1q")
+		r, rows := runOnce(t, invPath, inv, before, dir, "30", "l4s_coexist", "mq+dualpi2+bql-steer")
 		l, c := probes(rows)
+		// Every probe and flow in the child of tx-0, where the router's test0
+		// sends the downloads and the probes' replies.
+		var placed []string
+		oneQueue := true
+		uses := report.QueueUses(r)
+		for _, u := range uses {
+			for _, q := range u.Queues {
+				if q.Dev == "router:test0" {
+					placed = append(placed, u.Series+" "+q.Qdisc)
+					oneQueue = oneQueue && q.Qdisc == "1:1"
+				}
+			}
+		}
+		warned := report.ProbeQueueWarnings(uses)
+		add("mq+dualpi2+bql-steer", "l4s_coexist: flows and probes in one tx queue", oneQueue && len(placed) >= 5 && len(warned) == 0,
+			"router:test0: %s; warnings %q", strings.Join(placed, ", "), warned)
 		// dualpi2's C queue aims at 15 ms, its L queue at under 1.
-		add("mq+dualpi2+bql-1q", "l4s_coexist: the L4S probe below the classic one", l < c,
+		add("mq+dualpi2+bql-steer", "l4s_coexist: the L4S probe below the classic one", l < c,
 			"loaded medians %.2f and %.2f ms (C queue delay %.2f, L queue delay %.2f ms)", l, c,
 			rows["Qdisc router:test0 C queue delay"], rows["Qdisc router:test0 L queue delay"])
-		add("mq+dualpi2+bql-1q", "l4s_coexist: the scalable flow is marked", rows["L4S download CE marks"] > 0,
+		add("mq+dualpi2+bql-steer", "l4s_coexist: the scalable flow is marked", rows["L4S download CE marks"] > 0,
 			"CE marks median %.1f/s, rate balance %.2f", rows["L4S download CE marks"], rows["rate balance"])
 
 		// DCTCP beside cubic, the hosts' net.ipv4.tcp_ecn left at 2: dctcp's SYN
@@ -71,7 +92,7 @@ func l4sChecks(t *testing.T, invPath string, inv *inventory.Inventory, before, o
 		for _, role := range []string{"client", "server"} {
 			guestSSH(t, inv, role, "modprobe tcp_dctcp")
 		}
-		r, rows := runOnce(t, invPath, inv, before, dir, "20", "tcp_ndown", "mq+dualpi2+bql-1q", "cc=dctcp,cubic", "download_streams=2", "tcp_info=true")
+		r, rows = runOnce(t, invPath, inv, before, dir, "20", "tcp_ndown", "mq+dualpi2+bql-1q", "cc=dctcp,cubic", "download_streams=2", "tcp_info=true")
 		// The streams' ECN lines (an alert among them, had it been refused).
 		var said []string
 		for _, e := range r.Events {

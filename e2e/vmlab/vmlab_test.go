@@ -470,7 +470,7 @@ func guestState(t *testing.T, inv *inventory.Inventory) string {
 		if _, ok := script[bn.Host]; !ok {
 			hosts = append(hosts, bn.Host)
 		}
-		script[bn.Host] += fmt.Sprintf("echo '%[2]s:%[1]s:'; tc qdisc show dev %[1]s; grep . /sys/class/net/%[1]s/queues/tx-*/byte_queue_limits/limit_m*; ethtool -k %[1]s | grep -E '^(generic|tcp)-segmentation|generic-receive'\n", bn.Dev, bn.Host)
+		script[bn.Host] += fmt.Sprintf("echo '%[2]s:%[1]s:'; tc qdisc show dev %[1]s; grep . /sys/class/net/%[1]s/queues/tx-*/byte_queue_limits/limit_m* /sys/class/net/%[1]s/queues/tx-*/xps_cpus; ethtool -k %[1]s | grep -E '^(generic|tcp)-segmentation|generic-receive'\n", bn.Dev, bn.Host)
 	}
 	var b strings.Builder
 	for _, h := range hosts {

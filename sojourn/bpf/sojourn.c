@@ -36,6 +36,8 @@
 
 typedef __u32 u32;
 typedef __u64 u64;
+typedef __u16 u16;
+typedef __u8 u8;
 
 struct ns_common {
 	unsigned int inum;
@@ -75,6 +77,7 @@ struct netdev_queue {
 struct sk_buff {
 	struct sk_buff *next;
 	struct net_device *dev;
+	unsigned int len;
 	unsigned int end;
 	unsigned char *head;
 	__u16 queue_mapping;
@@ -259,6 +262,91 @@ static __always_inline u32 is_echo(struct sk_buff *skb)
 	return h[6] == 58 && (h[40] == 128 || h[40] == 129);
 }
 
+// A connection's packets through one tx queue of a traced device: which queue
+// (and so which of mq's children) each flow and probe went through, counted where
+// every packet the device sends reaches its driver, once. The connection is as the
+// packet's headers name it: its source and destination, and for TCP and UDP their
+// ports, for an ICMP echo its identifier in both (a ping socket's "port").
+struct conn_key {
+	u32 ifindex;
+	u32 handle; // the tx queue's qdisc: an mq's child, or the root every queue shares
+	u32 parent;
+	u16 txq;
+	u8 proto;
+	u8 family; // 4 or 6
+	u8 src[16];
+	u8 dst[16];
+	u16 sport;
+	u16 dport;
+};
+
+struct conn_count {
+	u64 packets; // each GSO segment one, as the histograms count
+	u64 bytes;
+};
+
+// Bounded: a run's connections are its flows and probes, and their ACKs and
+// replies, on each traced device. A full map counts no new connection (the Go
+// side says so when it reads it full).
+#define MAX_CONNS 16384
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__type(key, struct conn_key);
+	__type(value, struct conn_count);
+} conns SEC(".maps");
+
+// conn_add counts an skb the driver is handed in its connection's entry for the
+// tx queue txq (qdisc handle, parent). The headers' first 72 bytes are read at
+// once: an IPv4 header of up to 60, then the ports or the echo identifier.
+static __always_inline void conn_add(struct sk_buff *skb, u32 ifindex, u32 txq, u32 handle, u32 parent, u64 segs)
+{
+	__u16 proto = skb->protocol;
+	if (proto != bpf_htons(0x0800) && proto != bpf_htons(0x86DD))
+		return;
+	unsigned char h[72];
+	if (bpf_probe_read_kernel(h, sizeof(h), skb->head + skb->network_header))
+		return;
+	struct conn_key k = {.ifindex = ifindex, .handle = handle, .parent = parent, .txq = txq};
+	u32 l4;
+	if (proto == bpf_htons(0x0800)) {
+		u32 ihl = (h[0] & 0xf) * 4;
+		if (ihl < 20)
+			return;
+		k.family = 4;
+		k.proto = h[9];
+		__builtin_memcpy(k.src, &h[12], 4);
+		__builtin_memcpy(k.dst, &h[16], 4);
+		// A fragment past the first has no ports: counted under none.
+		if ((h[6] & 0x1f) || h[7])
+			k.proto = 0;
+		l4 = ihl & 63;
+	} else {
+		k.family = 6;
+		k.proto = h[6];
+		__builtin_memcpy(k.src, &h[8], 16);
+		__builtin_memcpy(k.dst, &h[24], 16);
+		l4 = 40;
+	}
+	if (k.proto == 6 || k.proto == 17) {
+		k.sport = ((u16)h[l4] << 8) | h[l4 + 1];
+		k.dport = ((u16)h[l4 + 2] << 8) | h[l4 + 3];
+	} else if ((k.proto == 1 && (h[l4] == 8 || h[l4] == 0)) || (k.proto == 58 && (h[l4] == 128 || h[l4] == 129))) {
+		k.sport = k.dport = ((u16)h[l4 + 4] << 8) | h[l4 + 5];
+	}
+	struct conn_count *c = bpf_map_lookup_elem(&conns, &k);
+	if (!c) {
+		struct conn_count zero = {};
+		bpf_map_update_elem(&conns, &k, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&conns, &k);
+		if (!c)
+			return;
+	}
+	__sync_fetch_and_add(&c->packets, segs);
+	__sync_fetch_and_add(&c->bytes, (u64)skb->len);
+}
+
 static const struct hist zero_hist;
 
 static __always_inline struct hist *hist_at(u32 ifindex, u32 handle, u32 parent, u32 class)
@@ -389,10 +477,21 @@ int BPF_PROG(on_xmit, const struct sk_buff *cskb, const struct net_device *cdev)
 	if (!root || !root->enqueue)
 		return 0;
 	u32 ifindex = dev->ifindex, zero = 0;
+	u64 segs = segs_of(skb);
+	// The tx queue's qdisc: an mq's child, or the root every queue shares. _tx
+	// is an array, which the verifier does not let a typed pointer index.
+	u32 idx = skb->queue_mapping;
+	if (idx >= dev->num_tx_queues)
+		return 0;
+	struct netdev_queue *txq = (struct netdev_queue *)((char *)dev->_tx + (u64)idx * bpf_core_type_size(struct netdev_queue));
+	struct Qdisc *q = BPF_CORE_READ(txq, qdisc);
+	if (!q || !BPF_CORE_READ(q, enqueue))
+		return 0; // noqueue under the root: no qdisc to pass
+	u32 handle = BPF_CORE_READ(q, handle), parent = BPF_CORE_READ(q, parent);
+	conn_add(skb, ifindex, idx, handle, parent, segs);
 	struct credit *c = bpf_map_lookup_elem(&credits, &zero);
 	if (c && c->ifindex != ifindex)
 		c = 0;
-	u64 segs = segs_of(skb);
 	u64 key = (u64)skb;
 	struct stamp *s = bpf_map_lookup_elem(&stamps, &key);
 	if (s) {
@@ -409,16 +508,6 @@ int BPF_PROG(on_xmit, const struct sk_buff *cskb, const struct net_device *cdev)
 		c->segs--; // a segment of a dequeued GSO skb, cut on its way here
 		return 0;
 	}
-	// The tx queue's qdisc: an mq's child, or the root every queue shares. _tx
-	// is an array, which the verifier does not let a typed pointer index.
-	u32 idx = skb->queue_mapping;
-	if (idx >= dev->num_tx_queues)
-		return 0;
-	struct netdev_queue *txq = (struct netdev_queue *)((char *)dev->_tx + (u64)idx * bpf_core_type_size(struct netdev_queue));
-	struct Qdisc *q = BPF_CORE_READ(txq, qdisc);
-	if (!q || !BPF_CORE_READ(q, enqueue))
-		return 0; // noqueue under the root: no qdisc to pass
-	u32 handle = BPF_CORE_READ(q, handle), parent = BPF_CORE_READ(q, parent);
 	struct hist *h = hist_at(ifindex, handle, parent, CLASS_ALL);
 	if (!h)
 		return 0;
