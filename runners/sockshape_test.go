@@ -143,3 +143,63 @@ func readSysctlInt(path string) (int, error) {
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
+
+// TestCopyingStreamsHoldNoSlotWhileWaiting: with the gate engaged and one slot,
+// a copying receiver with nothing to read must not keep the slot while it waits
+// (a blocking c.Read would), or a second stream, whose bytes are there, never
+// reads them; and a copying sender blocked on a full socket must not keep it
+// either.
+func TestCopyingStreamsHoldNoSlotWhileWaiting(t *testing.T) {
+	g := newStreamGate(1, 1)
+	// Streams counted in from the start (a run's others): the gate is engaged
+	// before the first wait.
+	defer g.stream()()
+	defer g.stream()()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (client, server *net.TCPConn) {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(); s.Close() })
+		return c.(*net.TCPConn), s.(*net.TCPConn)
+	}
+	idleC, _ := pair()     // nothing is ever sent to idleC
+	busyC, busyS := pair() // busyS sends, busyC reads
+	stuckC, _ := pair()    // stuckC sends to a peer that never reads: its socket fills
+
+	var idle, busy meter
+	done := make(chan error, 3)
+	go func() { done <- readCopy(idleC, &idle, g, 4096) }()
+	time.Sleep(100 * time.Millisecond) // the idle reader waits first
+	go func() { writeCopy(stuckC, g, make([]byte, 65536)); done <- nil }()
+	time.Sleep(100 * time.Millisecond) // and the stuck sender
+	go func() { done <- readCopy(busyC, &busy, g, 4096) }()
+	if _, err := busyS.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for busy.bytes.Load() < 1<<20 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := busy.bytes.Load(); got != 1<<20 {
+		t.Errorf("the busy stream read %d of %d bytes beside an idle reader and a blocked sender on one slot", got, 1<<20)
+	}
+	idleC.Close()
+	busyC.Close()
+	stuckC.Close()
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Errorf("a stream closed here: %v", err)
+		}
+	}
+}

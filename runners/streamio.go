@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
@@ -72,37 +71,69 @@ func send(c *net.TCPConn, g *StreamGate, size int) {
 	writeCopy(c, g, zeros)
 }
 
-// writeCopy writes buf over and over until the stream ends.
+// writeCopy writes buf over and over until the stream ends. The gate is held
+// for each non-blocking write(2) alone, as sendFile holds it: a stream waiting
+// for room in its socket waits in Go's netpoller without a slot, which a
+// blocking c.Write would keep.
 func writeCopy(c *net.TCPConn, g *StreamGate, buf []byte) {
-	for {
-		held := g.enter()
-		_, err := c.Write(buf)
-		g.leave(held)
-		if err != nil {
-			return
-		}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
 	}
+	rc.Write(func(fd uintptr) bool {
+		for {
+			held := g.enter()
+			_, err := linux.Write(int(fd), buf)
+			g.leave(held)
+			switch {
+			case err == linux.EAGAIN:
+				return false // wait until the socket takes more
+			case err == linux.EINTR:
+			case err != nil:
+				return true // the stream ended: closed, reset or past its deadline
+			}
+		}
+	})
 }
 
 // readCopy receives until the stream ends as an ordinary application does (netperf's
-// -M): each read copies up to size bytes into the stream's own buffer. It returns
-// as discard does.
+// -M): each read copies up to size bytes into the stream's own buffer, the gate
+// held for the non-blocking read(2) alone, as discard holds it. It returns as
+// discard does.
 func readCopy(c *net.TCPConn, m *meter, g *StreamGate, size int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("receive: %w", err)
+	}
 	defer g.stream()()
 	buf := make([]byte, size)
-	for {
-		held := g.enter()
-		n, err := c.Read(buf)
-		g.leave(held)
-		m.add(int64(n))
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, linux.ECONNRESET):
-			return nil
-		default:
-			return fmt.Errorf("receive: %w", err)
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			held := g.enter()
+			n, e := linux.Read(int(fd), buf)
+			g.leave(held)
+			switch {
+			case e == linux.EAGAIN:
+				return false
+			case e == linux.EINTR:
+				continue
+			case e != nil:
+				rerr = e
+				return true
+			case n == 0:
+				return true // the peer closed
+			}
+			m.add(int64(n))
 		}
+	})
+	if err == nil {
+		err = rerr
 	}
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, linux.ECONNRESET) {
+		return nil
+	}
+	return fmt.Errorf("receive: %w", err)
 }
 
 // errFallback says sendfile is not supported for this socket: send plain writes.
